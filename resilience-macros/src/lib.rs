@@ -1,0 +1,1 @@
+//! Attribute macros of `resilience`; use them through `resilience-runtime`.

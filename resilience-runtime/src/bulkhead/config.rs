@@ -1,0 +1,201 @@
+//! [`BulkheadConfig`] and its builder.
+
+use std::time::Duration;
+
+use crate::error::ConfigError;
+use crate::name::Name;
+
+/// The largest `max_concurrent_calls` a bulkhead accepts.
+pub const MAX_CONCURRENT_CALLS_LIMIT: u32 = (1 << 24) - 1;
+
+/// How a bulkhead admits calls. Built with [`BulkheadConfig::builder`], validated by
+/// [`BulkheadConfigBuilder::build`].
+///
+/// A configuration records which fields were set explicitly: a configuration built on a
+/// [`base`](BulkheadConfigBuilder::base) takes every field it does not set from that base
+/// when the registry installs it (Resilience4j's `baseConfig`).
+///
+/// | field | default |
+/// |---|---|
+/// | `max_concurrent_calls` | 25 |
+/// | `max_wait_duration` | 0 (reject at once when full) |
+/// | `fair_call_handling` | `true` (strict FIFO among waiters) |
+///
+/// ```
+/// use std::time::Duration;
+/// use resilience_runtime::BulkheadConfig;
+///
+/// let config = BulkheadConfig::builder()
+///     .max_concurrent_calls(80)
+///     .max_wait_duration(Duration::from_millis(500))
+///     .build()?;
+/// assert_eq!(config.max_concurrent_calls(), 80);
+/// assert!(config.fair_call_handling());
+/// # Ok::<(), resilience_runtime::ConfigError>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BulkheadConfig {
+    base: Option<Name>,
+    max_concurrent_calls: Option<u32>,
+    max_wait_duration: Option<Duration>,
+    fair_call_handling: Option<bool>,
+}
+
+impl BulkheadConfig {
+    /// Default `max_concurrent_calls`.
+    pub const DEFAULT_MAX_CONCURRENT_CALLS: u32 = 25;
+    /// Default `max_wait_duration`.
+    pub const DEFAULT_MAX_WAIT_DURATION: Duration = Duration::ZERO;
+    /// Default `fair_call_handling`.
+    pub const DEFAULT_FAIR_CALL_HANDLING: bool = true;
+
+    /// A builder starting from the defaults.
+    pub fn builder() -> BulkheadConfigBuilder {
+        BulkheadConfigBuilder::default()
+    }
+
+    /// The number of calls the bulkhead admits at once.
+    pub fn max_concurrent_calls(&self) -> u32 {
+        self.max_concurrent_calls
+            .unwrap_or(Self::DEFAULT_MAX_CONCURRENT_CALLS)
+    }
+
+    /// How long a caller waits for a permit before it is rejected; zero rejects at once.
+    pub fn max_wait_duration(&self) -> Duration {
+        self.max_wait_duration
+            .unwrap_or(Self::DEFAULT_MAX_WAIT_DURATION)
+    }
+
+    /// `true`: waiters get freed permits in arrival order. `false`: a caller arriving when a
+    /// permit is freed may take it ahead of the waiters (more throughput, no ordering).
+    pub fn fair_call_handling(&self) -> bool {
+        self.fair_call_handling
+            .unwrap_or(Self::DEFAULT_FAIR_CALL_HANDLING)
+    }
+
+    /// The named configuration this one inherits unset fields from, if any.
+    pub fn base(&self) -> Option<&str> {
+        self.base.as_deref()
+    }
+
+    /// This configuration with every field it does not set taken from `base`, which must
+    /// already be resolved. The result has no base.
+    pub(crate) fn inherit(&self, base: &BulkheadConfig) -> Result<BulkheadConfig, ConfigError> {
+        let merged = BulkheadConfig {
+            base: None,
+            max_concurrent_calls: self.max_concurrent_calls.or(base.max_concurrent_calls),
+            max_wait_duration: self.max_wait_duration.or(base.max_wait_duration),
+            fair_call_handling: self.fair_call_handling.or(base.fair_call_handling),
+        };
+        merged.validate()?;
+        Ok(merged)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let max = self.max_concurrent_calls();
+        if max == 0 {
+            return Err(ConfigError::new(
+                "max_concurrent_calls",
+                "must be at least 1, got 0 (a bulkhead of 0 calls rejects everything)",
+            ));
+        }
+        if max > MAX_CONCURRENT_CALLS_LIMIT {
+            return Err(ConfigError::new(
+                "max_concurrent_calls",
+                format!("must be at most {MAX_CONCURRENT_CALLS_LIMIT}, got {max}"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Builds a [`BulkheadConfig`]; see there for the fields and their defaults.
+#[derive(Clone, Debug, Default)]
+#[must_use = "a builder does nothing until `build()` is called"]
+pub struct BulkheadConfigBuilder {
+    config: BulkheadConfig,
+}
+
+impl BulkheadConfigBuilder {
+    /// The number of calls the bulkhead admits at once (at least 1).
+    pub fn max_concurrent_calls(mut self, calls: u32) -> Self {
+        self.config.max_concurrent_calls = Some(calls);
+        self
+    }
+
+    /// How long a caller waits for a permit before it is rejected; zero rejects at once.
+    pub fn max_wait_duration(mut self, wait: Duration) -> Self {
+        self.config.max_wait_duration = Some(wait);
+        self
+    }
+
+    /// Strict FIFO among waiters (`true`, the default), or let a caller take a freed permit
+    /// ahead of the waiters (`false`).
+    pub fn fair_call_handling(mut self, fair: bool) -> Self {
+        self.config.fair_call_handling = Some(fair);
+        self
+    }
+
+    /// Takes every field not set on this builder from the named configuration `base` when the
+    /// registry installs this configuration.
+    pub fn base(mut self, base: impl Into<Name>) -> Self {
+        self.config.base = Some(base.into());
+        self
+    }
+
+    /// Validates the configuration.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the field: `max_concurrent_calls` of 0 or above
+    /// 16 777 215.
+    pub fn build(self) -> Result<BulkheadConfig, ConfigError> {
+        self.config.validate()?;
+        Ok(self.config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_resilience4j() {
+        let config = BulkheadConfig::builder().build().unwrap();
+        assert_eq!(config.max_concurrent_calls(), 25);
+        assert_eq!(config.max_wait_duration(), Duration::ZERO);
+        assert!(config.fair_call_handling());
+        assert_eq!(config.base(), None);
+    }
+
+    #[test]
+    fn zero_or_huge_permits_are_refused_with_the_field_name() {
+        for calls in [0, MAX_CONCURRENT_CALLS_LIMIT + 1] {
+            let err = BulkheadConfig::builder()
+                .max_concurrent_calls(calls)
+                .build()
+                .unwrap_err();
+            assert_eq!(err.field(), "max_concurrent_calls");
+        }
+    }
+
+    #[test]
+    fn inherit_takes_only_unset_fields_from_the_base() {
+        let base = BulkheadConfig::builder()
+            .max_concurrent_calls(5)
+            .max_wait_duration(Duration::from_millis(20))
+            .fair_call_handling(false)
+            .build()
+            .unwrap();
+        let derived = BulkheadConfig::builder()
+            .base("shared")
+            .max_concurrent_calls(9)
+            .build()
+            .unwrap();
+        let merged = derived.inherit(&base).unwrap();
+        assert_eq!(merged.max_concurrent_calls(), 9);
+        assert_eq!(merged.max_wait_duration(), Duration::from_millis(20));
+        assert!(!merged.fair_call_handling());
+        assert_eq!(merged.base(), None);
+    }
+}

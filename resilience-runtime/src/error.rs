@@ -1,0 +1,144 @@
+//! The two error types of the runtime: [`Rejected`] (a guard refused a call) and
+//! [`ConfigError`] (a configuration was refused).
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::aspect::Aspect;
+use crate::circuit_breaker::CircuitState;
+use crate::name::Name;
+
+/// A guard refused to run a call. This is not a failure of the guarded function: the function
+/// was never entered (or, for [`Rejected::Reentrant`], entered a guard it already held).
+///
+/// A guarded function returns `Result<T, E>` with `E: From<Rejected>`, so a rejection reaches
+/// the caller as the function's own error type.
+///
+/// ```
+/// use resilience_runtime::{Bulkhead, BulkheadConfig, Rejected};
+///
+/// let bulkhead = Bulkhead::new("orders", BulkheadConfig::builder().max_concurrent_calls(1).build()?);
+/// let _held = bulkhead.try_acquire()?;
+/// match bulkhead.try_acquire() {
+///     Err(Rejected::BulkheadFull { name, .. }) => assert_eq!(name, "orders"),
+///     other => panic!("expected a full bulkhead, got {other:?}"),
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Rejected {
+    /// The bulkhead had no free permit within its `max_wait_duration`.
+    #[non_exhaustive]
+    BulkheadFull {
+        /// The bulkhead instance.
+        name: Name,
+        /// How long the caller waited for a permit before giving up.
+        waited: Duration,
+    },
+    /// The circuit breaker is open (or forced open, or out of half-open probes).
+    #[non_exhaustive]
+    CallNotPermitted {
+        /// The circuit breaker instance.
+        name: Name,
+        /// The breaker's state when it refused the call.
+        state: CircuitState,
+    },
+    /// The call re-entered a guard already held on its call chain and the registry's
+    /// [`ReentrancyPolicy`](crate::ReentrancyPolicy) is `Reject`.
+    #[non_exhaustive]
+    Reentrant {
+        /// The kind of guard re-entered.
+        aspect: Aspect,
+        /// The instance re-entered.
+        name: Name,
+    },
+}
+
+impl Rejected {
+    /// The kind of guard that refused the call.
+    pub fn aspect(&self) -> Aspect {
+        match self {
+            Rejected::BulkheadFull { .. } => Aspect::Bulkhead,
+            Rejected::CallNotPermitted { .. } => Aspect::CircuitBreaker,
+            Rejected::Reentrant { aspect, .. } => *aspect,
+        }
+    }
+
+    /// The name of the instance that refused the call.
+    pub fn name(&self) -> &Name {
+        match self {
+            Rejected::BulkheadFull { name, .. }
+            | Rejected::CallNotPermitted { name, .. }
+            | Rejected::Reentrant { name, .. } => name,
+        }
+    }
+}
+
+impl fmt::Display for Rejected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rejected::BulkheadFull { name, waited } => write!(
+                f,
+                "bulkhead `{name}` is full (waited {} ms for a permit)",
+                waited.as_millis()
+            ),
+            Rejected::CallNotPermitted { name, state } => {
+                write!(f, "circuit breaker `{name}` does not permit calls ({state})")
+            }
+            Rejected::Reentrant { aspect, name } => write!(
+                f,
+                "{aspect} `{name}` is already held on this call chain and re-entry is rejected"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Rejected {}
+
+/// A configuration was refused: which field, and why.
+///
+/// Builders return it from `build()`, and the registry returns it when a configuration cannot
+/// be installed (an unknown or cyclic base configuration, a tie in the precedence table).
+/// Nothing in this crate panics on a bad configuration.
+///
+/// ```
+/// use resilience_runtime::CircuitBreakerConfig;
+///
+/// let err = CircuitBreakerConfig::builder().failure_rate_threshold(0.0).build().unwrap_err();
+/// assert_eq!(err.field(), "failure_rate_threshold");
+/// assert!(err.to_string().contains("failure_rate_threshold"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    field: &'static str,
+    reason: String,
+}
+
+impl ConfigError {
+    /// A refusal of `field` for `reason` (lowercase, no trailing period).
+    pub fn new(field: &'static str, reason: impl Into<String>) -> Self {
+        ConfigError {
+            field,
+            reason: reason.into(),
+        }
+    }
+
+    /// The configuration field (or registry setting) that was refused.
+    pub fn field(&self) -> &'static str {
+        self.field
+    }
+
+    /// Why it was refused.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid `{}`: {}", self.field, self.reason)
+    }
+}
+
+impl std::error::Error for ConfigError {}

@@ -1,0 +1,4 @@
+//! The registry.
+
+/// Registry (skeleton).
+pub struct Registry {}
