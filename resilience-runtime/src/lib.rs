@@ -19,6 +19,7 @@ pub use circuit_breaker::{
 pub use clock::{Clock, ManualClock};
 pub use error::{ConfigError, Rejected};
 pub use name::Name;
+pub use chain::{CallOutcome, Guard, Plan, PlanCache, ReentrancyPolicy};
 pub use registry::Registry;
 
 /// A process-wide unique id for a guard instance, used to recognise re-entry.

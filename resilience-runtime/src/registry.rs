@@ -1,4 +1,907 @@
-//! The registry.
+//! [`Registry`]: named configurations, guard instances, the precedence table.
 
-/// Registry (skeleton).
-pub struct Registry {}
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use once_cell::sync::Lazy;
+
+use crate::aspect::Aspect;
+use crate::bulkhead::{Bulkhead, BulkheadConfig};
+use crate::chain::{Guard, Plan, ReentrancyPolicy};
+use crate::circuit_breaker::{CircuitBreaker, CircuitBreakerConfig};
+use crate::clock::Clock;
+use crate::error::ConfigError;
+use crate::name::Name;
+
+/// Generations are drawn from one process-wide counter, so a generation number identifies
+/// both a registry and the state of its configuration: a cached [`Plan`] is current exactly
+/// when its generation equals its registry's.
+static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
+
+fn next_generation() -> u64 {
+    NEXT_GENERATION.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Named guard configurations and instances, and the precedence that orders the guards of a
+/// call.
+///
+/// The macros use [`Registry::global`]; tests build their own with [`Registry::new`] or
+/// [`Registry::with_clock`]. Both are `Send + Sync`.
+///
+/// - **Configurations.** A default configuration per aspect kind and named configurations.
+///   A named configuration takes every field it does not set from its
+///   [`base`](BulkheadConfig::base) configuration if it names one, else from the default
+///   configuration of its kind (Resilience4j's `baseConfig` and `default`).
+/// - **Instances.** [`bulkhead`](Registry::bulkhead) and
+///   [`circuit_breaker`](Registry::circuit_breaker) get or create the instance of a name; a
+///   name never configured gets the default configuration. Configuring a name replaces its
+///   instance with a fresh one (state and metrics reset).
+/// - **Precedence.** A number per aspect kind; lower runs first (outermost). Defaults:
+///   bulkhead 100, rate limiter 200, retry 300, circuit breaker 400, time limiter 500.
+/// - **Generation.** Every change of configuration or precedence moves the
+///   [`generation`](Registry::generation), so a call site caches its resolved [`Plan`] and
+///   checks it with one atomic load per call.
+///
+/// ```
+/// use std::time::Duration;
+/// use resilience_runtime::{Aspect, BulkheadConfig, CircuitBreakerConfig, Registry, SlidingWindow};
+///
+/// let registry = Registry::new();
+/// registry.configure_bulkhead("orders", BulkheadConfig::builder()
+///     .max_concurrent_calls(80)
+///     .max_wait_duration(Duration::from_millis(500))
+///     .build()?)?;
+/// registry.configure_circuit_breaker("orders", CircuitBreakerConfig::builder()
+///     .failure_rate_threshold(50.0)
+///     .sliding_window(SlidingWindow::CountBased(100))
+///     .build()?)?;
+///
+/// assert_eq!(registry.bulkhead("orders").max_allowed_concurrent_calls(), 80);
+/// assert_eq!(registry.precedence()[0], Aspect::Bulkhead);
+/// # Ok::<(), resilience_runtime::ConfigError>(())
+/// ```
+pub struct Registry {
+    clock: Clock,
+    generation: AtomicU64,
+    state: RwLock<State>,
+}
+
+struct State {
+    bulkheads: Kind<BulkheadConfig, Bulkhead>,
+    circuit_breakers: Kind<CircuitBreakerConfig, CircuitBreaker>,
+    precedence: [i32; Aspect::ALL.len()],
+    reentrancy: ReentrancyPolicy,
+}
+
+static GLOBAL: Lazy<Registry> = Lazy::new(Registry::new);
+
+impl Registry {
+    /// A registry on the system clock, with default configurations and precedence.
+    pub fn new() -> Self {
+        Registry::with_clock(Clock::system())
+    }
+
+    /// A registry whose guards read `clock`, such as a [`ManualClock`](crate::ManualClock).
+    pub fn with_clock(clock: impl Into<Clock>) -> Self {
+        Registry {
+            clock: clock.into(),
+            generation: AtomicU64::new(next_generation()),
+            state: RwLock::new(State {
+                bulkheads: Kind::new(BulkheadConfig::default()),
+                circuit_breakers: Kind::new(CircuitBreakerConfig::default()),
+                precedence: Aspect::ALL.map(Aspect::default_precedence),
+                reentrancy: ReentrancyPolicy::default(),
+            }),
+        }
+    }
+
+    /// The process-wide registry the attribute macros use, built on first use.
+    pub fn global() -> &'static Registry {
+        &GLOBAL
+    }
+
+    /// The clock the guards of this registry read.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// A number that changes whenever the configuration or the precedence of this registry
+    /// changes, and that no other registry ever shows.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Applies `change` under the write lock and moves the generation if it succeeded.
+    fn change<R>(
+        &self,
+        change: impl FnOnce(&mut State, &Clock) -> Result<R, ConfigError>,
+    ) -> Result<R, ConfigError> {
+        let mut state: RwLockWriteGuard<'_, State> =
+            self.state.write().unwrap_or_else(|e| e.into_inner());
+        let result = change(&mut state, &self.clock)?;
+        self.generation.store(next_generation(), Ordering::Release);
+        Ok(result)
+    }
+
+    // ----- bulkheads -----
+
+    /// The bulkhead named `name`, created with its configuration (or the default one) on
+    /// first use.
+    pub fn bulkhead(&self, name: &str) -> Arc<Bulkhead> {
+        if let Some(found) = self.read().bulkheads.instances.get(name) {
+            return Arc::clone(found);
+        }
+        let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+        let clock = &self.clock;
+        state.bulkheads.get_or_create(name, |n, c| Bulkhead::with_clock(n, c, clock.clone()))
+    }
+
+    /// Installs `config` for the bulkhead `name` and replaces its instance with a fresh one;
+    /// configurations based on it are re-resolved, and their instances replaced if their
+    /// effective configuration changed.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] for an unknown or cyclic base configuration, or a merged
+    /// configuration that is invalid; the registry is unchanged then.
+    pub fn configure_bulkhead(
+        &self,
+        name: impl Into<Name>,
+        config: BulkheadConfig,
+    ) -> Result<(), ConfigError> {
+        let name = name.into();
+        self.change(|state, clock| {
+            state.bulkheads.configure(name, config, |n, c| {
+                Bulkhead::with_clock(n, c, clock.clone())
+            })
+        })
+    }
+
+    /// Replaces the default bulkhead configuration: the one of names never configured, and
+    /// the base of named configurations that name no base.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] if `config` names a base (the default has none) or leaves a named
+    /// configuration invalid; the registry is unchanged then.
+    pub fn configure_default_bulkhead(&self, config: BulkheadConfig) -> Result<(), ConfigError> {
+        self.change(|state, clock| {
+            state.bulkheads.configure_default(config, |n, c| {
+                Bulkhead::with_clock(n, c, clock.clone())
+            })
+        })
+    }
+
+    /// Every bulkhead instance created so far, sorted by name.
+    pub fn bulkheads(&self) -> Vec<Arc<Bulkhead>> {
+        self.read().bulkheads.all()
+    }
+
+    /// The effective configuration of the bulkhead `name` (its own, resolved against its
+    /// base, or the default).
+    pub fn bulkhead_config(&self, name: &str) -> BulkheadConfig {
+        self.read().bulkheads.effective(name)
+    }
+
+    // ----- circuit breakers -----
+
+    /// The circuit breaker named `name`, created with its configuration (or the default one)
+    /// on first use.
+    pub fn circuit_breaker(&self, name: &str) -> Arc<CircuitBreaker> {
+        if let Some(found) = self.read().circuit_breakers.instances.get(name) {
+            return Arc::clone(found);
+        }
+        let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+        let clock = &self.clock;
+        state
+            .circuit_breakers
+            .get_or_create(name, |n, c| CircuitBreaker::with_clock(n, c, clock.clone()))
+    }
+
+    /// Installs `config` for the circuit breaker `name` and replaces its instance with a
+    /// fresh one (state and metrics reset); configurations based on it are re-resolved, and
+    /// their instances replaced if their effective configuration changed.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] for an unknown or cyclic base configuration, or a merged
+    /// configuration that is invalid; the registry is unchanged then.
+    pub fn configure_circuit_breaker(
+        &self,
+        name: impl Into<Name>,
+        config: CircuitBreakerConfig,
+    ) -> Result<(), ConfigError> {
+        let name = name.into();
+        self.change(|state, clock| {
+            state.circuit_breakers.configure(name, config, |n, c| {
+                CircuitBreaker::with_clock(n, c, clock.clone())
+            })
+        })
+    }
+
+    /// Replaces the default circuit breaker configuration: the one of names never
+    /// configured, and the base of named configurations that name no base.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] if `config` names a base (the default has none) or leaves a named
+    /// configuration invalid; the registry is unchanged then.
+    pub fn configure_default_circuit_breaker(
+        &self,
+        config: CircuitBreakerConfig,
+    ) -> Result<(), ConfigError> {
+        self.change(|state, clock| {
+            state.circuit_breakers.configure_default(config, |n, c| {
+                CircuitBreaker::with_clock(n, c, clock.clone())
+            })
+        })
+    }
+
+    /// Every circuit breaker instance created so far, sorted by name.
+    pub fn circuit_breakers(&self) -> Vec<Arc<CircuitBreaker>> {
+        self.read().circuit_breakers.all()
+    }
+
+    /// The effective configuration of the circuit breaker `name` (its own, resolved against
+    /// its base, or the default).
+    pub fn circuit_breaker_config(&self, name: &str) -> CircuitBreakerConfig {
+        self.read().circuit_breakers.effective(name)
+    }
+
+    // ----- precedence and re-entrancy -----
+
+    /// Sets the precedence of `aspect`: lower runs first (outermost).
+    ///
+    /// ```
+    /// use resilience_runtime::{Aspect, Registry};
+    ///
+    /// let registry = Registry::new();
+    /// registry.set_precedence(Aspect::CircuitBreaker, 10)?;
+    /// assert_eq!(registry.precedence()[..2], [Aspect::CircuitBreaker, Aspect::Bulkhead]);
+    /// assert!(registry.set_precedence(Aspect::Retry, 10).is_err()); // a tie is refused
+    /// # Ok::<(), resilience_runtime::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] if another aspect already has `precedence`: order must never depend
+    /// on a tie-break.
+    pub fn set_precedence(&self, aspect: Aspect, precedence: i32) -> Result<(), ConfigError> {
+        self.change(|state, _| {
+            if let Some(other) = Aspect::ALL
+                .into_iter()
+                .find(|a| *a != aspect && state.precedence[a.index()] == precedence)
+            {
+                return Err(ConfigError::new(
+                    "precedence",
+                    format!(
+                        "{aspect} and {other} would both have precedence {precedence}; \
+                         give each aspect its own value"
+                    ),
+                ));
+            }
+            state.precedence[aspect.index()] = precedence;
+            Ok(())
+        })
+    }
+
+    /// Every aspect kind, outermost (runs first) first.
+    pub fn precedence(&self) -> Vec<Aspect> {
+        let table = self.read().precedence;
+        let mut order = Aspect::ALL.to_vec();
+        order.sort_by_key(|a| table[a.index()]);
+        order
+    }
+
+    /// The precedence number of `aspect`.
+    pub fn precedence_of(&self, aspect: Aspect) -> i32 {
+        self.read().precedence[aspect.index()]
+    }
+
+    /// What a guarded call does when it enters a guard already held on its call chain.
+    pub fn set_reentrancy_policy(&self, policy: ReentrancyPolicy) {
+        // Infallible: the closure never returns an error.
+        let _ = self.change(|state, _| {
+            state.reentrancy = policy;
+            Ok(())
+        });
+    }
+
+    /// The re-entrancy policy in force ([`ReentrancyPolicy::PassThrough`] by default).
+    pub fn reentrancy_policy(&self) -> ReentrancyPolicy {
+        self.read().reentrancy
+    }
+
+    // ----- plans -----
+
+    /// Resolves `guards` to this registry's instances and sorts them by precedence: the
+    /// ordered execution of one call site. Cache it, and build it again when
+    /// [`generation`](Registry::generation) differs from [`Plan::generation`].
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] (field `guards`) if the same aspect kind appears twice, or a kind
+    /// that has no implementation yet appears.
+    pub fn plan(&self, guards: &[Guard]) -> Result<Plan, ConfigError> {
+        let mut seen = HashSet::new();
+        for guard in guards {
+            if !seen.insert(guard.aspect()) {
+                return Err(ConfigError::new(
+                    "guards",
+                    format!(
+                        "{} appears twice; a call takes each aspect once (use one instance name)",
+                        guard.aspect()
+                    ),
+                ));
+            }
+            if !matches!(guard.aspect(), Aspect::Bulkhead | Aspect::CircuitBreaker) {
+                return Err(ConfigError::new(
+                    "guards",
+                    format!("the {} aspect has no implementation yet", guard.aspect()),
+                ));
+            }
+        }
+        // Read the generation under the same lock as the instances, so the plan is never
+        // labelled newer than what it resolved.
+        let (precedence, policy, generation) = {
+            let state = self.read();
+            (state.precedence, state.reentrancy, self.generation())
+        };
+        let mut sorted: Vec<&Guard> = guards.iter().collect();
+        sorted.sort_by_key(|g| precedence[g.aspect().index()]);
+        let mut plan = Plan::empty(generation, policy);
+        for guard in sorted {
+            match guard.aspect() {
+                Aspect::Bulkhead => plan.push_bulkhead(self.bulkhead(guard.name())),
+                _ => plan.push_circuit_breaker(self.circuit_breaker(guard.name())),
+            }
+        }
+        // A change between the read above and the instance look-ups is caught by the
+        // generation: the plan is then older than the registry and will be rebuilt.
+        Ok(plan)
+    }
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry::new()
+    }
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.read();
+        f.debug_struct("Registry")
+            .field("generation", &self.generation())
+            .field("clock", &self.clock)
+            .field("precedence", &self.precedence())
+            .field("reentrancy", &state.reentrancy)
+            .field("bulkheads", &state.bulkheads.instances.len())
+            .field("circuit_breakers", &state.circuit_breakers.instances.len())
+            .finish()
+    }
+}
+
+/// A configuration type that can sit in a [`Kind`].
+pub(crate) trait Config: Clone + PartialEq {
+    fn base(&self) -> Option<&str>;
+    fn inherit(&self, base: &Self) -> Result<Self, ConfigError>;
+}
+
+impl Config for BulkheadConfig {
+    fn base(&self) -> Option<&str> {
+        BulkheadConfig::base(self)
+    }
+    fn inherit(&self, base: &Self) -> Result<Self, ConfigError> {
+        BulkheadConfig::inherit(self, base)
+    }
+}
+
+impl Config for CircuitBreakerConfig {
+    fn base(&self) -> Option<&str> {
+        CircuitBreakerConfig::base(self)
+    }
+    fn inherit(&self, base: &Self) -> Result<Self, ConfigError> {
+        CircuitBreakerConfig::inherit(self, base)
+    }
+}
+
+/// The configurations and instances of one aspect kind.
+struct Kind<C, I> {
+    default: C,
+    /// Configurations as given, before resolution.
+    configs: HashMap<Name, C>,
+    /// The names whose configuration names a base: the only ones a change elsewhere can
+    /// affect, so a change re-resolves these and not every configuration.
+    derived: HashSet<Name>,
+    /// Resolved configurations of the named ones.
+    resolved: HashMap<Name, C>,
+    instances: HashMap<Name, Arc<I>>,
+}
+
+trait Instance {
+    type Config;
+    fn config(&self) -> &Self::Config;
+}
+
+impl Instance for Bulkhead {
+    type Config = BulkheadConfig;
+    fn config(&self) -> &BulkheadConfig {
+        Bulkhead::config(self)
+    }
+}
+
+impl Instance for CircuitBreaker {
+    type Config = CircuitBreakerConfig;
+    fn config(&self) -> &CircuitBreakerConfig {
+        CircuitBreaker::config(self)
+    }
+}
+
+impl<C: Config, I: Instance<Config = C>> Kind<C, I> {
+    fn new(default: C) -> Self {
+        Kind {
+            default,
+            configs: HashMap::new(),
+            derived: HashSet::new(),
+            resolved: HashMap::new(),
+            instances: HashMap::new(),
+        }
+    }
+
+    fn effective(&self, name: &str) -> C {
+        self.resolved.get(name).unwrap_or(&self.default).clone()
+    }
+
+    fn all(&self) -> Vec<Arc<I>> {
+        let mut all: Vec<(&Name, &Arc<I>)> = self.instances.iter().collect();
+        all.sort_by(|a, b| a.0.cmp(b.0));
+        all.into_iter().map(|(_, i)| Arc::clone(i)).collect()
+    }
+
+    fn get_or_create(&mut self, name: &str, make: impl FnOnce(Name, C) -> I) -> Arc<I> {
+        if let Some(found) = self.instances.get(name) {
+            return Arc::clone(found);
+        }
+        let name = Name::from(name);
+        let instance = Arc::new(make(name.clone(), self.effective(&name)));
+        self.instances.insert(name, Arc::clone(&instance));
+        instance
+    }
+
+    /// Resolves the configuration `config` of `name`: its base chain (looked up with `get`),
+    /// then `default` under all of it.
+    fn resolve<'a>(
+        get: impl Fn(&str) -> Option<&'a C>,
+        default: &C,
+        name: &'a str,
+        config: &'a C,
+    ) -> Result<C, ConfigError>
+    where
+        C: 'a,
+    {
+        let mut chain: Vec<&str> = vec![name];
+        let mut layers = vec![config];
+        let mut current = config;
+        while let Some(base) = current.base() {
+            if chain.contains(&base) {
+                chain.push(base);
+                return Err(ConfigError::new(
+                    "base",
+                    format!(
+                        "base configurations form a cycle: {}; one of them must stop naming a base",
+                        chain.join(" -> ")
+                    ),
+                ));
+            }
+            let named_by = chain.last().copied().unwrap_or(name);
+            current = get(base).ok_or_else(|| {
+                ConfigError::new(
+                    "base",
+                    format!(
+                        "`{named_by}` names the base configuration `{base}`, which is not \
+                         configured; configure `{base}` first"
+                    ),
+                )
+            })?;
+            chain.push(base);
+            layers.push(current);
+        }
+        let mut resolved = default.clone();
+        for layer in layers.into_iter().rev() {
+            resolved = layer.inherit(&resolved)?;
+        }
+        Ok(resolved)
+    }
+
+    /// Whether the base chain of `name` (within `get`) passes through `target`.
+    fn depends_on<'a>(get: impl Fn(&str) -> Option<&'a C>, name: &str, target: &str) -> bool
+    where
+        C: 'a,
+    {
+        let mut current = get(name);
+        // A chain longer than the number of configurations is a cycle; `resolve` reports it.
+        for _ in 0..=64 {
+            match current.and_then(|c| c.base()) {
+                Some(base) if base == target => return true,
+                Some(base) => current = get(base),
+                None => return false,
+            }
+        }
+        false
+    }
+
+    fn replace_instance(&mut self, name: &Name, config: C, make: &impl Fn(Name, C) -> I) {
+        let instance = Arc::new(make(name.clone(), config));
+        self.instances.insert(name.clone(), instance);
+    }
+
+    /// Installs `config` under `name`: resolves it and every configuration derived from it
+    /// first, so a refused change leaves everything as it was.
+    fn configure(
+        &mut self,
+        name: Name,
+        config: C,
+        make: impl Fn(Name, C) -> I,
+    ) -> Result<(), ConfigError> {
+        let get = |n: &str| {
+            if n == &*name {
+                Some(&config)
+            } else {
+                self.configs.get(n)
+            }
+        };
+        let own = Self::resolve(get, &self.default, &name, &config)?;
+        let mut dependents = Vec::new();
+        for derived in &self.derived {
+            if *derived != name && Self::depends_on(get, derived, &name) {
+                let raw = &self.configs[derived];
+                dependents.push((derived.clone(), Self::resolve(get, &self.default, derived, raw)?));
+            }
+        }
+        // Everything resolved: commit.
+        if config.base().is_some() {
+            self.derived.insert(name.clone());
+        } else {
+            self.derived.remove(&name);
+        }
+        self.configs.insert(name.clone(), config);
+        self.resolved.insert(name.clone(), own.clone());
+        self.replace_instance(&name, own, &make);
+        for (dependent, resolved) in dependents {
+            self.resolved.insert(dependent.clone(), resolved.clone());
+            let changed = self
+                .instances
+                .get(&dependent)
+                .map_or(true, |i| *i.config() != resolved);
+            if changed {
+                self.replace_instance(&dependent, resolved, &make);
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces the default configuration: re-resolves every named configuration (they all
+    /// rest on it) and replaces the instances whose effective configuration changed.
+    fn configure_default(
+        &mut self,
+        default: C,
+        make: impl Fn(Name, C) -> I,
+    ) -> Result<(), ConfigError> {
+        if let Some(base) = default.base() {
+            return Err(ConfigError::new(
+                "base",
+                format!("the default configuration cannot have a base (it names `{base}`)"),
+            ));
+        }
+        let mut resolved = HashMap::with_capacity(self.configs.len());
+        for (name, raw) in &self.configs {
+            let get = |n: &str| self.configs.get(n);
+            resolved.insert(name.clone(), Self::resolve(get, &default, name, raw)?);
+        }
+        let names: Vec<Name> = self.instances.keys().cloned().collect();
+        for name in names {
+            let effective = resolved.get(&name).unwrap_or(&default).clone();
+            if *self.instances[&name].config() != effective {
+                self.replace_instance(&name, effective, &make);
+            }
+        }
+        self.resolved = resolved;
+        self.default = default;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::circuit_breaker::SlidingWindow;
+
+    fn bulkhead_of(calls: u32) -> BulkheadConfig {
+        BulkheadConfig::builder()
+            .max_concurrent_calls(calls)
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn registries_are_send_and_sync_and_the_global_one_is_unique() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Registry>();
+        assert!(std::ptr::eq(Registry::global(), Registry::global()));
+    }
+
+    #[test]
+    fn an_unknown_name_gets_the_default_config_and_keeps_its_instance() {
+        let registry = Registry::new();
+        let first = registry.bulkhead("unknown");
+        assert_eq!(first.max_allowed_concurrent_calls(), 25);
+        assert!(Arc::ptr_eq(&first, &registry.bulkhead("unknown")));
+        let breaker = registry.circuit_breaker("unknown");
+        assert!(Arc::ptr_eq(&breaker, &registry.circuit_breaker("unknown")));
+        // Bulkheads and breakers have separate name spaces.
+        assert_eq!(registry.bulkheads().len(), 1);
+        assert_eq!(registry.circuit_breakers().len(), 1);
+    }
+
+    #[test]
+    fn configuring_a_name_replaces_its_instance_with_a_fresh_one() {
+        let registry = Registry::new();
+        let old = registry.bulkhead("orders");
+        registry
+            .configure_bulkhead("orders", bulkhead_of(80))
+            .unwrap();
+        let new = registry.bulkhead("orders");
+        assert!(!Arc::ptr_eq(&old, &new));
+        assert_eq!(new.max_allowed_concurrent_calls(), 80);
+        assert_eq!(old.max_allowed_concurrent_calls(), 25, "old instance untouched");
+
+        let breaker = registry.circuit_breaker("orders");
+        breaker.transition_to_open_state();
+        registry
+            .configure_circuit_breaker(
+                "orders",
+                CircuitBreakerConfig::builder()
+                    .sliding_window(SlidingWindow::CountBased(10))
+                    .build()
+                    .unwrap(),
+            )
+            .unwrap();
+        assert_eq!(
+            registry.circuit_breaker("orders").state(),
+            crate::CircuitState::Closed,
+            "state reset by reconfiguration"
+        );
+    }
+
+    #[test]
+    fn a_named_config_inherits_unset_fields_from_its_base_then_the_default() {
+        let registry = Registry::new();
+        registry
+            .configure_default_bulkhead(
+                BulkheadConfig::builder()
+                    .fair_call_handling(false)
+                    .build()
+                    .unwrap(),
+            )
+            .unwrap();
+        registry
+            .configure_bulkhead(
+                "shared",
+                BulkheadConfig::builder()
+                    .max_concurrent_calls(7)
+                    .max_wait_duration(Duration::from_millis(30))
+                    .build()
+                    .unwrap(),
+            )
+            .unwrap();
+        registry
+            .configure_bulkhead(
+                "orders",
+                BulkheadConfig::builder()
+                    .base("shared")
+                    .max_wait_duration(Duration::from_millis(5))
+                    .build()
+                    .unwrap(),
+            )
+            .unwrap();
+        let orders = registry.bulkhead_config("orders");
+        assert_eq!(orders.max_concurrent_calls(), 7, "from the base");
+        assert_eq!(orders.max_wait_duration(), Duration::from_millis(5), "own");
+        assert!(!orders.fair_call_handling(), "from the default under the base");
+        assert_eq!(registry.bulkhead("orders").max_allowed_concurrent_calls(), 7);
+    }
+
+    #[test]
+    fn changing_a_base_re_resolves_the_configs_built_on_it() {
+        let registry = Registry::new();
+        registry.configure_bulkhead("shared", bulkhead_of(7)).unwrap();
+        registry
+            .configure_bulkhead(
+                "orders",
+                BulkheadConfig::builder().base("shared").build().unwrap(),
+            )
+            .unwrap();
+        let before = registry.bulkhead("orders");
+        registry.configure_bulkhead("shared", bulkhead_of(9)).unwrap();
+        let after = registry.bulkhead("orders");
+        assert_eq!(after.max_allowed_concurrent_calls(), 9);
+        assert!(!Arc::ptr_eq(&before, &after));
+
+        // A change that leaves the derived config as it was keeps its instance (and state).
+        registry
+            .configure_bulkhead(
+                "shared",
+                BulkheadConfig::builder().max_concurrent_calls(9).build().unwrap(),
+            )
+            .unwrap();
+        assert!(Arc::ptr_eq(&after, &registry.bulkhead("orders")));
+    }
+
+    #[test]
+    fn changing_the_default_reaches_unconfigured_names_and_configs_without_base() {
+        let registry = Registry::new();
+        let unconfigured = registry.bulkhead("anything");
+        registry
+            .configure_bulkhead(
+                "orders",
+                BulkheadConfig::builder()
+                    .max_wait_duration(Duration::from_millis(5))
+                    .build()
+                    .unwrap(),
+            )
+            .unwrap();
+        registry.configure_default_bulkhead(bulkhead_of(3)).unwrap();
+        assert_eq!(registry.bulkhead("anything").max_allowed_concurrent_calls(), 3);
+        assert!(!Arc::ptr_eq(&unconfigured, &registry.bulkhead("anything")));
+        assert_eq!(registry.bulkhead("orders").max_allowed_concurrent_calls(), 3);
+        assert_eq!(registry.bulkhead("never-seen").max_allowed_concurrent_calls(), 3);
+    }
+
+    #[test]
+    fn an_unknown_base_is_a_config_error_and_changes_nothing() {
+        let registry = Registry::new();
+        let generation = registry.generation();
+        let err = registry
+            .configure_bulkhead(
+                "orders",
+                BulkheadConfig::builder().base("missing").build().unwrap(),
+            )
+            .unwrap_err();
+        assert_eq!(err.field(), "base");
+        assert!(err.reason().contains("`missing`"), "{err}");
+        assert_eq!(registry.generation(), generation);
+        assert_eq!(registry.bulkheads().len(), 0);
+    }
+
+    #[test]
+    fn a_cycle_of_bases_is_a_config_error_and_changes_nothing() {
+        let registry = Registry::new();
+        let err = registry
+            .configure_bulkhead("a", BulkheadConfig::builder().base("a").build().unwrap())
+            .unwrap_err();
+        assert_eq!(err.field(), "base");
+        assert!(err.reason().contains("a -> a"), "{err}");
+
+        registry.configure_bulkhead("b", bulkhead_of(2)).unwrap();
+        registry
+            .configure_bulkhead("a", BulkheadConfig::builder().base("b").build().unwrap())
+            .unwrap();
+        let err = registry
+            .configure_bulkhead("b", BulkheadConfig::builder().base("a").build().unwrap())
+            .unwrap_err();
+        assert_eq!(err.field(), "base");
+        assert!(err.reason().contains("cycle"), "{err}");
+        assert_eq!(registry.bulkhead("b").max_allowed_concurrent_calls(), 2, "unchanged");
+
+        let err = registry
+            .configure_circuit_breaker(
+                "x",
+                CircuitBreakerConfig::builder().base("x").build().unwrap(),
+            )
+            .unwrap_err();
+        assert_eq!(err.field(), "base");
+    }
+
+    #[test]
+    fn the_default_config_cannot_have_a_base() {
+        let registry = Registry::new();
+        let err = registry
+            .configure_default_bulkhead(BulkheadConfig::builder().base("x").build().unwrap())
+            .unwrap_err();
+        assert_eq!(err.field(), "base");
+    }
+
+    #[test]
+    fn precedence_defaults_put_the_bulkhead_outermost() {
+        let registry = Registry::new();
+        assert_eq!(
+            registry.precedence(),
+            vec![
+                Aspect::Bulkhead,
+                Aspect::RateLimiter,
+                Aspect::Retry,
+                Aspect::CircuitBreaker,
+                Aspect::TimeLimiter
+            ]
+        );
+        assert_eq!(registry.precedence_of(Aspect::CircuitBreaker), 400);
+    }
+
+    #[test]
+    fn precedence_can_change_but_never_tie() {
+        let registry = Registry::new();
+        registry.set_precedence(Aspect::CircuitBreaker, 10).unwrap();
+        assert_eq!(registry.precedence()[0], Aspect::CircuitBreaker);
+        let err = registry.set_precedence(Aspect::Bulkhead, 10).unwrap_err();
+        assert_eq!(err.field(), "precedence");
+        assert!(err.reason().contains("circuit breaker"), "{err}");
+        assert_eq!(registry.precedence_of(Aspect::Bulkhead), 100, "unchanged");
+        // Setting an aspect to its own current value is not a tie.
+        registry.set_precedence(Aspect::CircuitBreaker, 10).unwrap();
+    }
+
+    #[test]
+    fn every_change_moves_the_generation_and_look_ups_do_not() {
+        let registry = Registry::new();
+        let mut last = registry.generation();
+        let mut changed = |registry: &Registry| {
+            let now = registry.generation();
+            assert_ne!(now, last);
+            last = now;
+        };
+        registry.configure_bulkhead("a", bulkhead_of(1)).unwrap();
+        changed(&registry);
+        registry.set_precedence(Aspect::Retry, 1).unwrap();
+        changed(&registry);
+        registry
+            .configure_circuit_breaker("a", CircuitBreakerConfig::default())
+            .unwrap();
+        changed(&registry);
+        registry.set_reentrancy_policy(ReentrancyPolicy::Reject);
+        changed(&registry);
+        let _ = registry.bulkhead("new");
+        let _ = registry.circuit_breaker("new");
+        assert_eq!(registry.generation(), last);
+        assert_ne!(Registry::new().generation(), registry.generation());
+    }
+
+    #[test]
+    fn a_plan_sorts_guards_by_precedence_whatever_their_order() {
+        let registry = Registry::new();
+        for guards in [
+            [Guard::bulkhead("o"), Guard::circuit_breaker("o")],
+            [Guard::circuit_breaker("o"), Guard::bulkhead("o")],
+        ] {
+            let plan = registry.plan(&guards).unwrap();
+            let order: Vec<Aspect> = plan.guards().map(|(a, _)| a).collect();
+            assert_eq!(order, [Aspect::Bulkhead, Aspect::CircuitBreaker]);
+            assert_eq!(plan.generation(), registry.generation());
+        }
+        registry.set_precedence(Aspect::CircuitBreaker, 1).unwrap();
+        let plan = registry
+            .plan(&[Guard::bulkhead("o"), Guard::circuit_breaker("o")])
+            .unwrap();
+        let order: Vec<Aspect> = plan.guards().map(|(a, _)| a).collect();
+        assert_eq!(order, [Aspect::CircuitBreaker, Aspect::Bulkhead]);
+    }
+
+    #[test]
+    fn a_plan_refuses_a_repeated_or_unimplemented_aspect() {
+        let registry = Registry::new();
+        let err = registry
+            .plan(&[Guard::bulkhead("a"), Guard::bulkhead("b")])
+            .unwrap_err();
+        assert_eq!(err.field(), "guards");
+        let err = registry.plan(&[Guard::new(Aspect::Retry, "a")]).unwrap_err();
+        assert!(err.reason().contains("retry"), "{err}");
+    }
+}

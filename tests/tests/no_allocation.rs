@@ -1,0 +1,81 @@
+//! A guarded call whose guards do not wait allocates nothing on its success path (a test of
+//! counts, not of time). This binary holds one test so no other thread allocates meanwhile.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+
+use resilience_runtime::{Guard, Registry};
+use resilience_tests::CallError;
+
+struct Counting;
+
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards every call to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as ours.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as ours.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+struct NoopWake;
+impl Wake for NoopWake {
+    fn wake(self: Arc<Self>) {}
+}
+
+fn poll_ready<F: Future>(future: F, waker: &Waker) -> F::Output {
+    let mut future = pin!(future);
+    match future.as_mut().poll(&mut Context::from_waker(waker)) {
+        Poll::Ready(output) => output,
+        Poll::Pending => panic!("a call with free guards must complete in one poll"),
+    }
+}
+
+#[test]
+fn the_success_path_of_a_guarded_call_does_not_allocate() {
+    let registry = Registry::new();
+    let plan = registry
+        .plan(&[Guard::bulkhead("a"), Guard::circuit_breaker("a")])
+        .unwrap();
+    let waker = Waker::from(Arc::new(NoopWake));
+    // Warm up: thread-locals and lazily built statics allocate once.
+    for _ in 0..3 {
+        let _: Result<u32, CallError> = plan.call(|| Ok(1));
+        let _: Result<u32, CallError> = poll_ready(plan.call_async(async { Ok(1) }), &waker);
+    }
+
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    for i in 0..1000u32 {
+        let sync: Result<u32, CallError> = plan.call(|| Ok(i));
+        assert_eq!(sync, Ok(i));
+        let not_found: Result<u32, CallError> = plan.call(|| Err(CallError::Downstream("404")));
+        assert!(not_found.is_err());
+        let async_: Result<u32, CallError> = poll_ready(plan.call_async(async move { Ok(i) }), &waker);
+        assert_eq!(async_, Ok(i));
+    }
+    let allocated = ALLOCATIONS.load(Ordering::Relaxed) - before;
+    assert_eq!(allocated, 0, "allocations in 3000 guarded calls");
+    assert_eq!(
+        registry.circuit_breaker("a").metrics().number_of_buffered_calls(),
+        100,
+        "the default count window is full"
+    );
+}

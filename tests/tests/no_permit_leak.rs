@@ -1,0 +1,175 @@
+//! Thousands of randomized guarded calls mixing successes, errors, panics, rejections and
+//! futures dropped mid-call: afterwards every permit is back and the breaker recorded exactly
+//! the calls that completed.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use resilience_runtime::{
+    BulkheadConfig, CircuitBreakerConfig, Guard, Plan, Registry, Rejected, SlidingWindow,
+};
+use resilience_tests::CallError;
+
+/// A tiny deterministic generator (xorshift64*), so a failure replays with its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    ok: AtomicU64,
+    failed: AtomicU64,
+    rejected: AtomicU64,
+    abandoned: AtomicU64,
+}
+
+fn registry(max_calls: u32, fair: bool) -> Registry {
+    let registry = Registry::new();
+    registry
+        .configure_bulkhead(
+            "leak",
+            BulkheadConfig::builder()
+                .max_concurrent_calls(max_calls)
+                .max_wait_duration(Duration::from_millis(2))
+                .fair_call_handling(fair)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    registry
+        .configure_circuit_breaker(
+            "leak",
+            CircuitBreakerConfig::builder()
+                .sliding_window(SlidingWindow::CountBased(100_000))
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    // Record everything, never open: the counts must match the tally exactly.
+    registry.circuit_breaker("leak").transition_to_metrics_only_state();
+    registry
+}
+
+const GUARDS: [Guard; 2] = [Guard::circuit_breaker("leak"), Guard::bulkhead("leak")];
+
+fn sync_worker(plan: &Plan, tally: &Tally, seed: u64, calls: usize) {
+    let mut rng = Rng(seed);
+    for _ in 0..calls {
+        let action = rng.below(10);
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            plan.call(|| -> Result<(), CallError> {
+                if action < 2 {
+                    std::thread::yield_now();
+                }
+                match action {
+                    0..=5 => Ok(()),
+                    6 | 7 => Err(CallError::Downstream("boom")),
+                    _ => panic!("injected panic"),
+                }
+            })
+        }));
+        let counter = match outcome {
+            Ok(Ok(())) => &tally.ok,
+            Ok(Err(CallError::Rejected(Rejected::BulkheadFull { .. }))) => &tally.rejected,
+            Ok(Err(CallError::Downstream(_))) => &tally.failed,
+            Ok(Err(other)) => panic!("unexpected {other:?}"),
+            Err(_) => &tally.abandoned,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+async fn async_worker(plan: Arc<Plan>, tally: Arc<Tally>, seed: u64, calls: usize) {
+    let mut rng = Rng(seed);
+    for _ in 0..calls {
+        let action = rng.below(10);
+        let call = plan.call_async(async move {
+            tokio::task::yield_now().await;
+            match action {
+                0..=5 => Ok(()),
+                6 | 7 => Err(CallError::Downstream("boom")),
+                _ => {
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                    Ok(())
+                }
+            }
+        });
+        // Action 8 and 9 sleep "forever": the timeout drops them mid-call.
+        let counter = match tokio::time::timeout(Duration::from_millis(1), call).await {
+            Ok(Ok(())) => &tally.ok,
+            Ok(Err(CallError::Rejected(Rejected::BulkheadFull { .. }))) => &tally.rejected,
+            Ok(Err(CallError::Downstream(_))) => &tally.failed,
+            Ok(Err(other)) => panic!("unexpected {other:?}"),
+            Err(_) => &tally.abandoned,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn assert_consistent(registry: &Registry, tally: &Tally, total: u64) {
+    let (ok, failed, rejected, abandoned) = (
+        tally.ok.load(Ordering::Relaxed),
+        tally.failed.load(Ordering::Relaxed),
+        tally.rejected.load(Ordering::Relaxed),
+        tally.abandoned.load(Ordering::Relaxed),
+    );
+    assert_eq!(ok + failed + rejected + abandoned, total, "one outcome per call");
+    let bulkhead = registry.bulkhead("leak");
+    assert_eq!(
+        bulkhead.available_concurrent_calls(),
+        bulkhead.max_allowed_concurrent_calls(),
+        "every permit returned"
+    );
+    assert_eq!(bulkhead.metrics().rejected_calls(), rejected);
+    assert_eq!(bulkhead.metrics().permitted_calls(), total - rejected);
+    let metrics = registry.circuit_breaker("leak").metrics();
+    assert_eq!(u64::from(metrics.number_of_successful_calls()), ok);
+    assert_eq!(u64::from(metrics.number_of_failed_calls()), failed);
+    assert!(abandoned > 0 && rejected > 0 && failed > 0, "the mix was exercised");
+}
+
+#[test]
+fn threads_mixing_panics_errors_and_rejections_leak_no_permit() {
+    // Panics print their message; keep the output readable.
+    std::panic::set_hook(Box::new(|_| {}));
+    for fair in [true, false] {
+        let registry = Arc::new(registry(3, fair));
+        let plan = Arc::new(registry.plan(&GUARDS).unwrap());
+        let tally = Arc::new(Tally::default());
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let (plan, tally) = (plan.clone(), tally.clone());
+                std::thread::spawn(move || sync_worker(&plan, &tally, 0x9e37_79b9 + t, 1500))
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        assert_consistent(&registry, &tally, 4 * 1500);
+    }
+    let _ = std::panic::take_hook();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_mixing_errors_rejections_and_dropped_futures_leak_no_permit() {
+    for fair in [true, false] {
+        let registry = Arc::new(registry(3, fair));
+        let plan = Arc::new(registry.plan(&GUARDS).unwrap());
+        let tally = Arc::new(Tally::default());
+        let tasks: Vec<_> = (0..8)
+            .map(|t| tokio::spawn(async_worker(plan.clone(), tally.clone(), 0x51_7cc1 + t, 400)))
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        assert_consistent(&registry, &tally, 8 * 400);
+    }
+}
