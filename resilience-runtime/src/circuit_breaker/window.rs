@@ -13,7 +13,7 @@ impl Outcome {
     const SLOW: u8 = 2;
 
     pub(crate) fn new(failed: bool, slow: bool) -> Self {
-        Outcome(u8::from(failed) * Self::FAILED | u8::from(slow) * Self::SLOW)
+        Outcome((u8::from(failed) * Self::FAILED) | (u8::from(slow) * Self::SLOW))
     }
 
     pub(crate) fn failed(self) -> bool {
