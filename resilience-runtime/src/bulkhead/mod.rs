@@ -1,36 +1,132 @@
 //! The semaphore bulkhead: at most `max_concurrent_calls` calls at once.
 //!
-//! SKELETON: signatures agreed between the registry/chain and the bulkhead implementation.
+//! [`Bulkhead`] is the guard, [`BulkheadPermit`] the RAII permit of one admitted call,
+//! [`BulkheadMetrics`] a snapshot of its counters. The permit accounting lives in
+//! `semaphore.rs` (one atomic word, a locked wait queue), the queue in `wait_list.rs`.
 
 mod config;
+mod semaphore;
+mod wait_list;
+
+#[cfg(all(test, not(loom)))]
+mod tests;
 
 pub use config::{BulkheadConfig, BulkheadConfigBuilder, MAX_CONCURRENT_CALLS_LIMIT};
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use crate::clock::Clock;
 use crate::error::Rejected;
 use crate::name::Name;
 
-/// A semaphore bulkhead.
-#[derive(Debug)]
+use semaphore::{Semaphore, Waking};
+use wait_list::{Key, Wake};
+
+/// A semaphore bulkhead: admits at most
+/// [`max_concurrent_calls`](BulkheadConfig::max_concurrent_calls) calls at once, and makes
+/// the others wait up to [`max_wait_duration`](BulkheadConfig::max_wait_duration) for a
+/// permit before rejecting them with [`Rejected::BulkheadFull`].
+///
+/// Each admitted call holds a [`BulkheadPermit`]; dropping it (on return, on error, on a
+/// panic, or with a cancelled future) frees the permit.
+///
+/// Fairness: with [`fair_call_handling`](BulkheadConfig::fair_call_handling) (the default),
+/// waiters get freed permits in arrival order and no newcomer takes a permit while anyone
+/// waits; without it, a newcomer may take a freed permit ahead of the waiters.
+///
+/// Cancellation: a waiting caller that gives up (timed out, or its `acquire` future dropped)
+/// leaves the queue at once, and a permit it had already been handed goes to the next waiter.
+///
+/// Taking a free permit costs one compare-and-swap on one atomic word and releasing it one
+/// atomic add; neither allocates nor locks.
+///
+/// ```
+/// use std::time::Duration;
+/// use resilience_runtime::{Bulkhead, BulkheadConfig, Rejected};
+///
+/// let bulkhead = Bulkhead::new(
+///     "inventory",
+///     BulkheadConfig::builder()
+///         .max_concurrent_calls(2)
+///         .max_wait_duration(Duration::from_secs(1))
+///         .build()?,
+/// );
+///
+/// let first = bulkhead.try_acquire()?;
+/// let _second = bulkhead.try_acquire()?;
+/// assert_eq!(bulkhead.available_concurrent_calls(), 0);
+/// assert!(matches!(bulkhead.try_acquire(), Err(Rejected::BulkheadFull { .. })));
+///
+/// // A caller that may wait gets the permit another thread frees.
+/// std::thread::scope(|s| {
+///     s.spawn(move || {
+///         std::thread::sleep(Duration::from_millis(10));
+///         drop(first);
+///     });
+///     let third = bulkhead.acquire_blocking();
+///     assert!(third.is_ok());
+/// });
+///
+/// assert_eq!(bulkhead.available_concurrent_calls(), 1);
+/// assert_eq!(bulkhead.metrics().permitted_calls(), 3);
+/// assert_eq!(bulkhead.metrics().rejected_calls(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Bulkhead {
     name: Name,
     id: u64,
     config: BulkheadConfig,
-    #[allow(dead_code)]
     clock: Clock,
+    wait: Wait,
+    semaphore: Semaphore,
+}
+
+/// How long a caller who finds no free permit waits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wait {
+    /// Not at all: rejected at once.
+    Reject,
+    /// Up to this long.
+    For(Duration),
+    /// Until a permit is free, with no timer.
+    Forever,
+}
+
+impl Wait {
+    /// A zero wait rejects at once; a wait longer than the clock can count in nanoseconds
+    /// (some 584 years, e.g. `Duration::MAX`) waits forever.
+    fn from_config(wait: Duration) -> Self {
+        if wait.is_zero() {
+            Wait::Reject
+        } else if wait.as_nanos() > u128::from(u64::MAX) {
+            Wait::Forever
+        } else {
+            Wait::For(wait)
+        }
+    }
 }
 
 impl Bulkhead {
-    /// A bulkhead on the system clock.
+    /// A bulkhead named `name`, configured by `config`, on the system clock.
     pub fn new(name: impl Into<Name>, config: BulkheadConfig) -> Self {
         Self::with_clock(name, config, Clock::system())
     }
 
-    /// A bulkhead reading `clock` (for the time a rejected caller waited).
+    /// A bulkhead reading `clock` for the time a rejected caller waited.
+    ///
+    /// The clock only measures; the wait itself runs on the operating system's clock
+    /// ([`acquire_blocking`](Self::acquire_blocking)) or on tokio's timer
+    /// ([`acquire`](Self::acquire)).
     pub fn with_clock(name: impl Into<Name>, config: BulkheadConfig, clock: Clock) -> Self {
         Bulkhead {
             name: name.into(),
             id: crate::next_instance_id(),
+            wait: Wait::from_config(config.max_wait_duration()),
+            semaphore: Semaphore::new(config.max_concurrent_calls(), config.fair_call_handling()),
             config,
             clock,
         }
@@ -46,48 +142,317 @@ impl Bulkhead {
         &self.config
     }
 
+    /// The process-wide unique id of this instance, for the re-entrancy record of a call chain.
+    #[allow(dead_code)] // read by the chain, which is being written in parallel
     pub(crate) fn id(&self) -> u64 {
         self.id
     }
 
-    /// Free permits now.
+    /// The number of permits free right now.
     pub fn available_concurrent_calls(&self) -> u32 {
-        todo!()
+        self.semaphore.available()
     }
 
-    /// `max_concurrent_calls` of the configuration.
+    /// The number of calls admitted at once: `max_concurrent_calls` of the configuration.
     pub fn max_allowed_concurrent_calls(&self) -> u32 {
-        self.config.max_concurrent_calls()
+        self.semaphore.max()
     }
 
-    /// Counters.
+    /// A snapshot of the counters.
     pub fn metrics(&self) -> BulkheadMetrics {
-        todo!()
+        let counts = self.semaphore.counts();
+        let max = self.semaphore.max();
+        let in_flight = u64::from(max.saturating_sub(counts.available));
+        BulkheadMetrics {
+            available_concurrent_calls: counts.available,
+            max_allowed_concurrent_calls: max,
+            permitted_calls: counts.permitted,
+            rejected_calls: counts.rejected,
+            finished_calls: counts.permitted.saturating_sub(in_flight),
+        }
     }
 
-    /// Takes a free permit without waiting.
+    /// Takes a free permit without waiting, or rejects the call at once.
+    ///
+    /// Under fair call handling a permit is not free for a newcomer while callers wait.
+    ///
+    /// # Errors
+    ///
+    /// [`Rejected::BulkheadFull`] (with `waited` zero) if no permit is free.
+    #[inline]
     pub fn try_acquire(&self) -> Result<BulkheadPermit<'_>, Rejected> {
-        todo!()
+        if self.semaphore.try_acquire() {
+            Ok(self.permit())
+        } else {
+            Err(self.reject(Duration::ZERO))
+        }
     }
 
-    /// Waits by blocking the thread.
+    /// Takes a permit, blocking the current thread up to `max_wait_duration` until one is
+    /// free. Needs no async runtime; do not call it on an async executor's thread.
+    ///
+    /// # Errors
+    ///
+    /// [`Rejected::BulkheadFull`] if no permit was free within `max_wait_duration`.
     pub fn acquire_blocking(&self) -> Result<BulkheadPermit<'_>, Rejected> {
-        todo!()
+        if self.semaphore.try_acquire() {
+            return Ok(self.permit());
+        }
+        let wait = match self.wait {
+            Wait::Reject => return Err(self.reject(Duration::ZERO)),
+            wait => wait,
+        };
+        let start = self.clock.now();
+        let deadline = match wait {
+            Wait::For(wait) => Instant::now().checked_add(wait),
+            Wait::Reject | Wait::Forever => None,
+        };
+        let key = match self.semaphore.acquire_or_enqueue(Waking::Thread.to_wake()) {
+            Ok(()) => return Ok(self.permit()),
+            Err(key) => key,
+        };
+        let mut waiter = Waiter::new(&self.semaphore, key);
+        loop {
+            match deadline {
+                None => std::thread::park(),
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        // Leaves the queue, passing on a permit handed over meanwhile.
+                        drop(waiter);
+                        return Err(self.reject(self.clock.now().saturating_sub(start)));
+                    }
+                    std::thread::park_timeout(deadline - now);
+                }
+            }
+            if waiter.poll(Waking::Thread) {
+                return Ok(self.permit());
+            }
+        }
     }
 
-    /// Waits asynchronously.
+    /// Takes a permit, waiting asynchronously up to `max_wait_duration` until one is free.
+    ///
+    /// A free permit, or a zero `max_wait_duration`, needs no runtime; a finite wait for a
+    /// permit runs on tokio's timer (`tokio::time::timeout`), so it needs a tokio runtime with
+    /// the time driver enabled. Dropping the future gives up the wait: the caller leaves the
+    /// queue and a permit it had been handed goes to the next waiter.
+    ///
+    /// # Errors
+    ///
+    /// [`Rejected::BulkheadFull`] if no permit was free within `max_wait_duration`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use resilience_runtime::{Bulkhead, BulkheadConfig, Rejected};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let bulkhead = Bulkhead::new(
+    ///     "inventory",
+    ///     BulkheadConfig::builder()
+    ///         .max_concurrent_calls(1)
+    ///         .max_wait_duration(Duration::from_millis(20))
+    ///         .build()?,
+    /// );
+    /// let permit = bulkhead.acquire().await?;
+    /// // Full: the next caller waits 20 ms for a permit, then is rejected.
+    /// match bulkhead.acquire().await {
+    ///     Err(Rejected::BulkheadFull { waited, .. }) => assert!(waited >= Duration::from_millis(20)),
+    ///     other => panic!("expected a full bulkhead, got {other:?}"),
+    /// }
+    /// drop(permit);
+    /// assert!(bulkhead.acquire().await.is_ok());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn acquire(&self) -> Result<BulkheadPermit<'_>, Rejected> {
-        todo!()
+        if self.semaphore.try_acquire() {
+            return Ok(self.permit());
+        }
+        let wait = match self.wait {
+            Wait::Reject => return Err(self.reject(Duration::ZERO)),
+            wait => wait,
+        };
+        let start = self.clock.now();
+        // Queued without a waker: the waiter is polled, and registers one, right below.
+        let key = match self.semaphore.acquire_or_enqueue(Wake::Nothing) {
+            Ok(()) => return Ok(self.permit()),
+            Err(key) => key,
+        };
+        let waiter = Waiter::new(&self.semaphore, key);
+        let acquired = match wait {
+            Wait::For(wait) => tokio::time::timeout(wait, waiter).await.is_ok(),
+            Wait::Reject | Wait::Forever => {
+                waiter.await;
+                true
+            }
+        };
+        if acquired {
+            Ok(self.permit())
+        } else {
+            Err(self.reject(self.clock.now().saturating_sub(start)))
+        }
+    }
+
+    fn permit(&self) -> BulkheadPermit<'_> {
+        BulkheadPermit { bulkhead: self }
+    }
+
+    #[cold]
+    fn reject(&self, waited: Duration) -> Rejected {
+        self.semaphore.count_rejected();
+        Rejected::BulkheadFull {
+            name: self.name.clone(),
+            waited,
+        }
     }
 }
 
-/// Counters of a bulkhead.
-#[derive(Clone, Copy, Debug)]
-pub struct BulkheadMetrics {}
+impl fmt::Debug for Bulkhead {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Bulkhead")
+            .field("name", &self.name)
+            .field("id", &self.id)
+            .field(
+                "available_concurrent_calls",
+                &self.available_concurrent_calls(),
+            )
+            .field("config", &self.config)
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
+}
 
-/// A held permit, released on drop.
-#[derive(Debug)]
+/// A caller's place in the wait queue; dropping it gives up the place (and passes on a permit
+/// handed to it meanwhile). As a future, it completes once the caller holds a permit.
+struct Waiter<'a> {
+    semaphore: &'a Semaphore,
+    /// `None` once the permit is taken: the place is spent.
+    key: Option<Key>,
+}
+
+impl<'a> Waiter<'a> {
+    fn new(semaphore: &'a Semaphore, key: Key) -> Self {
+        Waiter {
+            semaphore,
+            key: Some(key),
+        }
+    }
+
+    /// Whether the caller holds a permit now; if not, it is to be woken through `waking`.
+    fn poll(&mut self, waking: Waking<'_>) -> bool {
+        let key = self
+            .key
+            .expect("a waiter is not polled after it got its permit");
+        let acquired = self.semaphore.poll_waiter(key, waking);
+        if acquired {
+            self.key = None;
+        }
+        acquired
+    }
+}
+
+impl Future for Waiter<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.get_mut().poll(Waking::Task(cx.waker())) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            self.semaphore.cancel(key);
+        }
+    }
+}
+
+/// A snapshot of a bulkhead's counters, from [`Bulkhead::metrics`].
+///
+/// The counters count since the bulkhead was created. `finished_calls` is derived as the
+/// permitted calls minus those holding a permit, so it may briefly lag behind a permit that a
+/// release has just handed to a waiter.
+///
+/// ```
+/// use resilience_runtime::{Bulkhead, BulkheadConfig};
+///
+/// let bulkhead = Bulkhead::new("inventory", BulkheadConfig::builder().max_concurrent_calls(1).build()?);
+/// drop(bulkhead.try_acquire()?);
+/// let _held = bulkhead.try_acquire()?;
+/// assert!(bulkhead.try_acquire().is_err());
+///
+/// let metrics = bulkhead.metrics();
+/// assert_eq!(metrics.permitted_calls(), 2);
+/// assert_eq!(metrics.finished_calls(), 1);
+/// assert_eq!(metrics.rejected_calls(), 1);
+/// assert_eq!(metrics.available_concurrent_calls(), 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BulkheadMetrics {
+    available_concurrent_calls: u32,
+    max_allowed_concurrent_calls: u32,
+    permitted_calls: u64,
+    rejected_calls: u64,
+    finished_calls: u64,
+}
+
+impl BulkheadMetrics {
+    /// Free permits when the snapshot was taken.
+    pub fn available_concurrent_calls(&self) -> u32 {
+        self.available_concurrent_calls
+    }
+
+    /// The number of calls admitted at once.
+    pub fn max_allowed_concurrent_calls(&self) -> u32 {
+        self.max_allowed_concurrent_calls
+    }
+
+    /// Calls that got a permit, at once or after waiting.
+    pub fn permitted_calls(&self) -> u64 {
+        self.permitted_calls
+    }
+
+    /// Calls rejected because no permit was free within `max_wait_duration`.
+    pub fn rejected_calls(&self) -> u64 {
+        self.rejected_calls
+    }
+
+    /// Permitted calls that have released their permit.
+    pub fn finished_calls(&self) -> u64 {
+        self.finished_calls
+    }
+}
+
+/// The permit of one call admitted by a [`Bulkhead`]; dropping it frees the permit.
+///
+/// Dropping is the only way to release a permit, so a permit is returned on every path out of
+/// the call: return, error, panic, or a future dropped mid-call. Under fair call handling a
+/// released permit goes straight to the longest waiter.
+#[must_use = "the permit is released as soon as it is dropped"]
 pub struct BulkheadPermit<'a> {
-    #[allow(dead_code)]
     bulkhead: &'a Bulkhead,
+}
+
+impl Drop for BulkheadPermit<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.bulkhead.semaphore.release();
+    }
+}
+
+impl fmt::Debug for BulkheadPermit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BulkheadPermit")
+            .field("bulkhead", &self.bulkhead.name)
+            .finish()
+    }
 }

@@ -1,151 +1,883 @@
-//! The circuit breaker.
+//! The circuit breaker: stops calling a dependency that keeps failing (or is too slow), and
+//! probes it again after a while.
 //!
-//! SKELETON: signatures agreed between the registry/chain and the breaker implementation.
+//! A [`CircuitBreaker`] hands out a [`CircuitPermit`] per call, and the permit records how the
+//! call ended. The breaker moves between the states of [`CircuitState`]:
+//!
+//! - **Closed**: every call passes and is recorded in the [`SlidingWindow`]. Once the window
+//!   holds `minimum_number_of_calls` calls and the failure rate or the slow-call rate reaches
+//!   its threshold, the breaker opens.
+//! - **Open**: calls are refused with [`Rejected::CallNotPermitted`] for
+//!   `wait_duration_in_open_state` (growing over consecutive openings with an
+//!   [`OpenStateBackoff`]), then the next call turns the breaker half-open; with
+//!   `automatic_transition_from_open_to_half_open` it turns half-open without waiting for a call.
+//! - **Half-open**: `permitted_calls_in_half_open_state` probe calls pass. When they are all
+//!   recorded, the breaker closes, or opens again if a rate reaches its threshold. It also opens
+//!   again if it stays half-open longer than a non-zero `max_wait_duration_in_half_open_state`.
+//! - **Disabled** (always permits, records nothing), **forced open** (always refuses) and
+//!   **metrics-only** (permits, records, never changes state by itself) are entered and left
+//!   only by the manual transitions.
+//!
+//! Time comes from the breaker's [`Clock`], so a [`ManualClock`](crate::ManualClock) drives every
+//! time-dependent behaviour in tests.
+
+mod config;
+mod events;
+mod metrics;
+mod window;
+
+#[cfg(test)]
+mod tests;
+
+pub use config::{
+    CircuitBreakerConfig, CircuitBreakerConfigBuilder, OpenStateBackoff, SlidingWindow,
+};
+pub use events::{CircuitBreakerEvent, SubscriptionId};
+pub use metrics::CircuitBreakerMetrics;
 
 use std::fmt;
+use std::mem::ManuallyDrop;
+use std::sync::Arc;
+use std::time::Duration;
 
 use crate::clock::Clock;
-use crate::error::{ConfigError, Rejected};
+use crate::error::Rejected;
 use crate::name::Name;
+use crate::sync::{lock, AtomicU64, Mutex, Ordering};
+
+use events::{Ev, EventBuf, Subscribers};
+use window::{Outcome, Totals, Window};
 
 /// The states of a circuit breaker.
+///
+/// ```
+/// use resilience_runtime::CircuitState;
+///
+/// assert_eq!(CircuitState::HalfOpen.to_string(), "half-open");
+/// assert!(CircuitState::ForcedOpen.refuses_calls());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum CircuitState {
-    /// Calls pass and are recorded.
+    /// Calls pass and are recorded; the breaker opens when a rate reaches its threshold.
     Closed,
-    /// Calls are refused.
+    /// Calls are refused until the wait in the open state is over.
     Open,
-    /// A bounded number of probe calls pass.
+    /// A bounded number of probe calls pass; their outcome closes or opens the breaker.
     HalfOpen,
-    /// Calls pass, nothing recorded.
+    /// Calls pass, nothing is recorded, the state never changes by itself.
     Disabled,
     /// Calls are refused until a manual transition.
     ForcedOpen,
-    /// Calls pass and are recorded; the state never changes by itself.
+    /// Calls pass and are recorded (with their events); the state never changes by itself.
     MetricsOnly,
+}
+
+impl CircuitState {
+    /// Whether every call is refused in this state (open or forced open). A half-open breaker
+    /// refuses calls only once its probes are taken.
+    pub fn refuses_calls(self) -> bool {
+        matches!(self, CircuitState::Open | CircuitState::ForcedOpen)
+    }
+
+    const fn code(self) -> u64 {
+        match self {
+            CircuitState::Closed => 0,
+            CircuitState::Open => 1,
+            CircuitState::HalfOpen => 2,
+            CircuitState::Disabled => 3,
+            CircuitState::ForcedOpen => 4,
+            CircuitState::MetricsOnly => 5,
+        }
+    }
+
+    const fn from_code(code: u64) -> Self {
+        match code {
+            0 => CircuitState::Closed,
+            1 => CircuitState::Open,
+            2 => CircuitState::HalfOpen,
+            3 => CircuitState::Disabled,
+            4 => CircuitState::ForcedOpen,
+            _ => CircuitState::MetricsOnly,
+        }
+    }
 }
 
 impl fmt::Display for CircuitState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
+        f.write_str(match self {
+            CircuitState::Closed => "closed",
+            CircuitState::Open => "open",
+            CircuitState::HalfOpen => "half-open",
+            CircuitState::Disabled => "disabled",
+            CircuitState::ForcedOpen => "forced open",
+            CircuitState::MetricsOnly => "metrics only",
+        })
     }
 }
 
-/// Sliding window.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SlidingWindow {
-    /// The last N calls.
-    CountBased(u32),
-    /// The calls of the last N seconds.
-    TimeBased(u32),
+/// The state and its epoch (the number of transitions so far) in one word, so that one atomic
+/// load tells a caller both.
+fn pack(epoch: u64, state: CircuitState) -> u64 {
+    (epoch << 8) | state.code()
 }
 
-/// Breaker config.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct CircuitBreakerConfig {
-    base: Option<Name>,
+fn unpack(packed: u64) -> (u64, CircuitState) {
+    (packed >> 8, CircuitState::from_code(packed & 0xff))
 }
 
-impl CircuitBreakerConfig {
-    /// Builder.
-    pub fn builder() -> CircuitBreakerConfigBuilder {
-        CircuitBreakerConfigBuilder::default()
-    }
-    /// Base.
-    pub fn base(&self) -> Option<&str> {
-        self.base.as_deref()
-    }
-    /// Whether rejections by other aspects count as failures.
-    pub fn record_rejections(&self) -> bool {
-        false
-    }
-    pub(crate) fn inherit(&self, _base: &Self) -> Result<Self, ConfigError> {
-        todo!()
-    }
+fn duration_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// Builder.
-#[derive(Clone, Debug, Default)]
-pub struct CircuitBreakerConfigBuilder {
-    config: CircuitBreakerConfig,
-}
+/// A deadline that is never reached.
+const NEVER: u64 = u64::MAX;
 
-impl CircuitBreakerConfigBuilder {
-    /// Threshold.
-    pub fn failure_rate_threshold(self, _percent: f32) -> Self {
-        self
-    }
-    /// Base.
-    pub fn base(mut self, base: impl Into<Name>) -> Self {
-        self.config.base = Some(base.into());
-        self
-    }
-    /// Build.
-    pub fn build(self) -> Result<CircuitBreakerConfig, ConfigError> {
-        todo!()
-    }
-}
-
-/// A circuit breaker.
-#[derive(Debug)]
+/// A circuit breaker. `Send + Sync`: share it by reference or in an `Arc`.
+///
+/// Each call takes a [`CircuitPermit`] with [`try_acquire`](Self::try_acquire) and reports how
+/// it ended on the permit. The [module docs](self) describe the states.
+///
+/// ```
+/// use std::time::Duration;
+/// use resilience_runtime::{
+///     CircuitBreaker, CircuitBreakerConfig, CircuitState, Clock, ManualClock, Rejected,
+///     SlidingWindow,
+/// };
+///
+/// let clock = ManualClock::new();
+/// let config = CircuitBreakerConfig::builder()
+///     .sliding_window(SlidingWindow::CountBased(4))
+///     .minimum_number_of_calls(4)
+///     .failure_rate_threshold(50.0)
+///     .wait_duration_in_open_state(Duration::from_secs(10))
+///     .permitted_calls_in_half_open_state(1)
+///     .build()?;
+/// let breaker = CircuitBreaker::with_clock("inventory", config, Clock::from(clock.clone()));
+///
+/// for ok in [true, false, true, false] {
+///     let permit = breaker.try_acquire()?;
+///     if ok { permit.record_success() } else { permit.record_failure() }
+/// }
+/// // 2 failures out of 4 calls: 50 %, the threshold.
+/// assert_eq!(breaker.state(), CircuitState::Open);
+/// assert!(matches!(breaker.try_acquire(), Err(Rejected::CallNotPermitted { .. })));
+/// assert_eq!(breaker.remaining_open_time(), Some(Duration::from_secs(10)));
+///
+/// // After the wait, one probe passes; its success closes the breaker.
+/// clock.advance(Duration::from_secs(10));
+/// let probe = breaker.try_acquire()?;
+/// assert_eq!(breaker.state(), CircuitState::HalfOpen);
+/// probe.record_success();
+/// assert_eq!(breaker.state(), CircuitState::Closed);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct CircuitBreaker {
+    shared: Arc<Shared>,
+}
+
+/// The breaker proper, behind an `Arc` so that a timer task can hold a `Weak` to it.
+struct Shared {
     name: Name,
     id: u64,
     config: CircuitBreakerConfig,
-    #[allow(dead_code)]
     clock: Clock,
+    /// `pack(epoch, state)`: a mirror of `core.epoch` and `core.state`, written under the lock,
+    /// read without it.
+    packed: AtomicU64,
+    /// A mirror of `core.deadline`, stored before `packed`.
+    deadline: AtomicU64,
+    /// Calls refused since the current metrics started (counted without the lock).
+    not_permitted: AtomicU64,
+    core: Mutex<Core>,
+    subscribers: Subscribers,
+    /// Configuration read on the hot path, resolved once.
+    slow_call_nanos: u64,
+    failure_rate_threshold: f32,
+    slow_call_rate_threshold: f32,
+    minimum_calls: u64,
+    permitted_probes: u32,
+    automatic: bool,
+    /// The runtime that runs the timers of time-driven transitions, when the breaker was created
+    /// inside one and reads the system clock.
+    #[cfg(not(loom))]
+    runtime: Option<tokio::runtime::Handle>,
+}
+
+/// The state machine, under `Shared::core`.
+#[derive(Debug)]
+struct Core {
+    state: CircuitState,
+    /// The number of transitions so far; a permit records only in the epoch it was issued in.
+    epoch: u64,
+    /// Open: when the wait ends. Half-open: when the maximum wait ends. Otherwise `NEVER`.
+    deadline: u64,
+    window: Window,
+    /// Probe permits taken in the current half-open epoch and not given back.
+    probes_issued: u32,
+    /// The outcomes of the probes of the current half-open epoch.
+    probes: Totals,
+    /// Whether the metrics are those of the probes (half-open, and open after half-open).
+    metrics_from_probes: bool,
+    /// Consecutive openings since the breaker was last closed.
+    openings: u32,
+    /// Metrics-only: whether a rate is at its threshold (its event was emitted).
+    rate_exceeded: bool,
+}
+
+/// How a permit ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Finish {
+    Success,
+    Failure,
+    Ignored,
+    /// Not recorded: rejected further in (without `record_rejections`), or abandoned.
+    GiveBack,
+}
+
+/// What the breaker must do once its lock is released.
+struct Effects {
+    events: EventBuf,
+    /// A deadline to wake up at: `(epoch, deadline)`.
+    timer: Option<(u64, u64)>,
+}
+
+impl Effects {
+    fn new(shared: &Shared) -> Self {
+        Effects {
+            events: EventBuf::new(shared.subscribers.any()),
+            timer: None,
+        }
+    }
+}
+
+/// Whether the permit takes part in the accounting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PermitKind {
+    /// Disabled state: nothing is recorded.
+    Unrecorded,
+    /// Closed or metrics-only: recorded in the sliding window.
+    Recorded,
+    /// Half-open: one of the bounded probes.
+    Probe,
 }
 
 impl CircuitBreaker {
-    /// New on the system clock.
+    /// A circuit breaker reading the system clock.
+    ///
+    /// Created inside a tokio runtime (with its time driver enabled), it runs its time-driven
+    /// transitions (`automatic_transition_from_open_to_half_open`,
+    /// `max_wait_duration_in_half_open_state`) on a timer of that runtime; otherwise they
+    /// happen when the breaker is next used or observed.
     pub fn new(name: impl Into<Name>, config: CircuitBreakerConfig) -> Self {
         Self::with_clock(name, config, Clock::system())
     }
-    /// New on `clock`.
+
+    /// A circuit breaker reading `clock`. With a [`ManualClock`](crate::ManualClock), no timer
+    /// runs: time-driven transitions happen when the breaker is next used or observed
+    /// ([`state`](Self::state), [`metrics`](Self::metrics), [`try_acquire`](Self::try_acquire)).
     pub fn with_clock(name: impl Into<Name>, config: CircuitBreakerConfig, clock: Clock) -> Self {
-        CircuitBreaker {
+        let window = config.sliding_window();
+        let minimum_calls = match window {
+            SlidingWindow::CountBased(size) => config.minimum_number_of_calls().min(size),
+            SlidingWindow::TimeBased(_) => config.minimum_number_of_calls(),
+        };
+        #[cfg(not(loom))]
+        let runtime = if clock.is_manual() {
+            None
+        } else {
+            tokio::runtime::Handle::try_current().ok()
+        };
+        let core = Core {
+            state: CircuitState::Closed,
+            epoch: 0,
+            deadline: NEVER,
+            window: Window::new(window),
+            probes_issued: 0,
+            probes: Totals::default(),
+            metrics_from_probes: false,
+            openings: 0,
+            rate_exceeded: false,
+        };
+        let shared = Shared {
             name: name.into(),
             id: crate::next_instance_id(),
+            slow_call_nanos: duration_nanos(config.slow_call_duration_threshold()),
+            failure_rate_threshold: config.failure_rate_threshold(),
+            slow_call_rate_threshold: config.slow_call_rate_threshold(),
+            minimum_calls: u64::from(minimum_calls),
+            permitted_probes: config.permitted_calls_in_half_open_state(),
+            automatic: config.automatic_transition_from_open_to_half_open(),
             config,
             clock,
+            packed: AtomicU64::new(pack(0, CircuitState::Closed)),
+            deadline: AtomicU64::new(NEVER),
+            not_permitted: AtomicU64::new(0),
+            core: Mutex::new(core),
+            subscribers: Subscribers::new(),
+            #[cfg(not(loom))]
+            runtime,
+        };
+        CircuitBreaker {
+            shared: Arc::new(shared),
         }
     }
-    /// Name.
+
+    /// The instance name.
     pub fn name(&self) -> &Name {
-        &self.name
+        &self.shared.name
     }
-    /// Config.
+
+    /// The configuration in force.
     pub fn config(&self) -> &CircuitBreakerConfig {
-        &self.config
+        &self.shared.config
     }
+
+    /// The process-wide id of this instance (re-entrancy tracking of the call chain).
+    #[allow(dead_code)] // for the call chain, written in parallel
     pub(crate) fn id(&self) -> u64 {
-        self.id
+        self.shared.id
     }
-    /// State.
+
+    /// The current state. An elapsed wait is applied first: an open breaker with
+    /// `automatic_transition_from_open_to_half_open` whose wait is over is half-open, a
+    /// half-open breaker past its `max_wait_duration_in_half_open_state` is open.
     pub fn state(&self) -> CircuitState {
-        todo!()
+        let (_, state) = unpack(self.shared.packed.load(Ordering::Acquire));
+        match state {
+            CircuitState::Open if self.shared.automatic => {}
+            CircuitState::HalfOpen => {}
+            _ => return state,
+        }
+        let now = self.shared.clock.now_nanos();
+        if now < self.shared.deadline.load(Ordering::Relaxed) {
+            return state;
+        }
+        self.shared.observe(now)
     }
-    /// Permission.
+
+    /// A snapshot of the calls recorded in the current state (see [`CircuitBreakerMetrics`]).
+    pub fn metrics(&self) -> CircuitBreakerMetrics {
+        let shared = &self.shared;
+        let now = shared.clock.now_nanos();
+        let mut fx = Effects::new(shared);
+        let metrics = {
+            let mut core = lock(&shared.core);
+            shared.observe_time(&mut core, now, false, &mut fx);
+            let (totals, minimum) = if core.metrics_from_probes {
+                (core.probes, u64::from(shared.permitted_probes))
+            } else {
+                (core.window.totals(now), shared.minimum_calls)
+            };
+            CircuitBreakerMetrics::new(
+                totals,
+                minimum,
+                shared.not_permitted.load(Ordering::Relaxed),
+            )
+        };
+        self.shared.after_unlock(fx);
+        metrics
+    }
+
+    /// Asks to make one call.
+    ///
+    /// Closed, metrics-only and disabled breakers always permit; a half-open breaker permits
+    /// while it has probe calls left. The call's outcome is reported on the returned permit;
+    /// dropping the permit without reporting abandons the call (nothing is recorded, and a
+    /// half-open probe is given back).
+    ///
+    /// # Errors
+    ///
+    /// [`Rejected::CallNotPermitted`], with the state that refused the call, when the breaker is
+    /// open (and its wait is not over), forced open, or half-open with every probe taken.
     pub fn try_acquire(&self) -> Result<CircuitPermit<'_>, Rejected> {
-        todo!()
+        let shared = &self.shared;
+        let (epoch, state) = unpack(shared.packed.load(Ordering::Acquire));
+        let kind = match state {
+            CircuitState::Closed | CircuitState::MetricsOnly => PermitKind::Recorded,
+            CircuitState::Disabled => {
+                return Ok(CircuitPermit {
+                    shared,
+                    epoch,
+                    start: 0,
+                    kind: PermitKind::Unrecorded,
+                })
+            }
+            CircuitState::ForcedOpen => return Err(shared.refuse(state)),
+            CircuitState::Open => {
+                let now = shared.clock.now_nanos();
+                if now < shared.deadline.load(Ordering::Relaxed) {
+                    return Err(shared.refuse(state));
+                }
+                return shared.acquire_locked(now);
+            }
+            CircuitState::HalfOpen => return shared.acquire_locked(shared.clock.now_nanos()),
+        };
+        Ok(CircuitPermit {
+            shared,
+            epoch,
+            start: shared.clock.now_nanos(),
+            kind,
+        })
+    }
+
+    /// How long until an open breaker lets probe calls through (for a `Retry-After` header);
+    /// `None` unless the breaker is open.
+    pub fn remaining_open_time(&self) -> Option<Duration> {
+        if self.state() != CircuitState::Open {
+            return None;
+        }
+        let deadline = self.shared.deadline.load(Ordering::Relaxed);
+        let now = self.shared.clock.now_nanos();
+        Some(Duration::from_nanos(deadline.saturating_sub(now)))
+    }
+
+    /// Closes the breaker, with fresh metrics and no backoff.
+    pub fn transition_to_closed_state(&self) {
+        self.shared.transition_manually(CircuitState::Closed);
+    }
+
+    /// Opens the breaker (a further consecutive opening for the backoff of the wait).
+    pub fn transition_to_open_state(&self) {
+        self.shared.transition_manually(CircuitState::Open);
+    }
+
+    /// Turns the breaker half-open, with all its probe calls available.
+    pub fn transition_to_half_open_state(&self) {
+        self.shared.transition_manually(CircuitState::HalfOpen);
+    }
+
+    /// Disables the breaker: every call passes and nothing is recorded.
+    pub fn transition_to_disabled_state(&self) {
+        self.shared.transition_manually(CircuitState::Disabled);
+    }
+
+    /// Forces the breaker open: every call is refused until another manual transition.
+    pub fn transition_to_forced_open_state(&self) {
+        self.shared.transition_manually(CircuitState::ForcedOpen);
+    }
+
+    /// Records calls and emits events without ever changing state by itself.
+    pub fn transition_to_metrics_only_state(&self) {
+        self.shared.transition_manually(CircuitState::MetricsOnly);
+    }
+
+    /// Closes the breaker with fresh metrics and no backoff, and emits
+    /// [`CircuitBreakerEvent::Reset`] (after the transition event, if the state changed).
+    pub fn reset(&self) {
+        let shared = &self.shared;
+        let now = shared.clock.now_nanos();
+        let mut fx = Effects::new(shared);
+        {
+            let mut core = lock(&shared.core);
+            let from = core.state;
+            shared.transition(&mut core, CircuitState::Closed, now, &mut fx);
+            if from == CircuitState::Closed {
+                // A reset of a closed breaker is not a change of state.
+                fx.events = EventBuf::new(shared.subscribers.any());
+            }
+            fx.events.push(Ev::Reset);
+        }
+        shared.after_unlock(fx);
+    }
+
+    /// Calls `callback` with every event of this breaker, synchronously, on the thread that
+    /// caused it, after the breaker's internal lock is released: the callback may use the
+    /// breaker. Events of concurrent calls may reach it in any order.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use resilience_runtime::circuit_breaker::CircuitBreakerEvent;
+    /// use resilience_runtime::{CircuitBreaker, CircuitBreakerConfig, CircuitState};
+    ///
+    /// let breaker = CircuitBreaker::new("payments", CircuitBreakerConfig::default());
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let sink = Arc::clone(&seen);
+    /// let id = breaker.subscribe(move |event| {
+    ///     if let CircuitBreakerEvent::StateTransition { to, .. } = event {
+    ///         sink.lock().unwrap().push(*to);
+    ///     }
+    /// });
+    /// breaker.transition_to_forced_open_state();
+    /// assert_eq!(*seen.lock().unwrap(), [CircuitState::ForcedOpen]);
+    /// assert!(breaker.unsubscribe(id));
+    /// ```
+    pub fn subscribe(
+        &self,
+        callback: impl Fn(&CircuitBreakerEvent) + Send + Sync + 'static,
+    ) -> SubscriptionId {
+        self.shared.subscribers.add(Arc::new(callback))
+    }
+
+    /// Removes a callback added by [`subscribe`](Self::subscribe); `false` if it was not
+    /// subscribed.
+    pub fn unsubscribe(&self, id: SubscriptionId) -> bool {
+        self.shared.subscribers.remove(id)
     }
 }
 
-/// Permission to make one call.
-#[derive(Debug)]
+impl fmt::Debug for CircuitBreaker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (epoch, state) = unpack(self.shared.packed.load(Ordering::Acquire));
+        f.debug_struct("CircuitBreaker")
+            .field("name", &self.shared.name)
+            .field("state", &state)
+            .field("transitions", &epoch)
+            .field("config", &self.shared.config)
+            .field("clock", &self.shared.clock)
+            .field("subscribers", &self.shared.subscribers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    /// Refuses a call on the lock-free path.
+    fn refuse(&self, state: CircuitState) -> Rejected {
+        self.not_permitted.fetch_add(1, Ordering::Relaxed);
+        if self.subscribers.any() {
+            let mut events = EventBuf::new(true);
+            events.push(Ev::NotPermitted);
+            self.subscribers.deliver(&self.name, &events);
+        }
+        self.rejection(state)
+    }
+
+    fn rejection(&self, state: CircuitState) -> Rejected {
+        Rejected::CallNotPermitted {
+            name: self.name.clone(),
+            state,
+        }
+    }
+
+    /// Takes a permit under the lock: after an elapsed wait, or in the half-open state.
+    fn acquire_locked(self: &Arc<Self>, now: u64) -> Result<CircuitPermit<'_>, Rejected> {
+        let mut fx = Effects::new(self);
+        let granted = {
+            let mut core = lock(&self.core);
+            self.observe_time(&mut core, now, true, &mut fx);
+            let kind = match core.state {
+                CircuitState::Closed | CircuitState::MetricsOnly => Ok(PermitKind::Recorded),
+                CircuitState::Disabled => Ok(PermitKind::Unrecorded),
+                CircuitState::HalfOpen if core.probes_issued < self.permitted_probes => {
+                    core.probes_issued += 1;
+                    Ok(PermitKind::Probe)
+                }
+                state => {
+                    self.not_permitted.fetch_add(1, Ordering::Relaxed);
+                    fx.events.push(Ev::NotPermitted);
+                    Err(state)
+                }
+            };
+            kind.map(|kind| (core.epoch, kind))
+        };
+        self.after_unlock(fx);
+        match granted {
+            Ok((epoch, kind)) => Ok(CircuitPermit {
+                shared: self,
+                epoch,
+                start: now,
+                kind,
+            }),
+            Err(state) => Err(self.rejection(state)),
+        }
+    }
+
+    /// Applies elapsed waits and returns the state.
+    fn observe(self: &Arc<Self>, now: u64) -> CircuitState {
+        let mut fx = Effects::new(self);
+        let state = {
+            let mut core = lock(&self.core);
+            self.observe_time(&mut core, now, false, &mut fx);
+            core.state
+        };
+        self.after_unlock(fx);
+        state
+    }
+
+    /// The time-driven transitions: open → half-open once the wait is over (on a call, or
+    /// with the automatic transition), half-open → open once the maximum wait is over.
+    fn observe_time(&self, core: &mut Core, now: u64, call: bool, fx: &mut Effects) {
+        if now < core.deadline {
+            return;
+        }
+        match core.state {
+            CircuitState::Open if call || self.automatic => {
+                self.transition(core, CircuitState::HalfOpen, now, fx);
+            }
+            CircuitState::HalfOpen => self.transition(core, CircuitState::Open, now, fx),
+            _ => {}
+        }
+    }
+
+    /// Moves to `to`, starting a new epoch: permits of earlier epochs record nothing.
+    fn transition(&self, core: &mut Core, to: CircuitState, now: u64, fx: &mut Effects) {
+        let from = core.state;
+        core.epoch += 1;
+        core.deadline = NEVER;
+        match to {
+            CircuitState::Open => {
+                // Keeps the metrics that made it open.
+                core.openings = core.openings.saturating_add(1);
+                let wait = self.config.wait_in_open_state(core.openings);
+                core.deadline = now.saturating_add(duration_nanos(wait));
+                if self.automatic {
+                    fx.timer = Some((core.epoch, core.deadline));
+                }
+            }
+            CircuitState::HalfOpen => {
+                core.probes_issued = 0;
+                core.probes = Totals::default();
+                core.metrics_from_probes = true;
+                self.not_permitted.store(0, Ordering::Relaxed);
+                let max_wait = self.config.max_wait_duration_in_half_open_state();
+                if !max_wait.is_zero() {
+                    core.deadline = now.saturating_add(duration_nanos(max_wait));
+                    fx.timer = Some((core.epoch, core.deadline));
+                }
+            }
+            CircuitState::Closed
+            | CircuitState::Disabled
+            | CircuitState::ForcedOpen
+            | CircuitState::MetricsOnly => {
+                if to == CircuitState::Closed {
+                    core.openings = 0;
+                }
+                core.window.clear();
+                core.metrics_from_probes = false;
+                core.rate_exceeded = false;
+                self.not_permitted.store(0, Ordering::Relaxed);
+            }
+        }
+        core.state = to;
+        self.deadline.store(core.deadline, Ordering::Relaxed);
+        self.packed.store(pack(core.epoch, to), Ordering::Release);
+        fx.events.push(Ev::Transition(from, to));
+    }
+
+    fn transition_manually(self: &Arc<Self>, to: CircuitState) {
+        let now = self.clock.now_nanos();
+        let mut fx = Effects::new(self);
+        {
+            let mut core = lock(&self.core);
+            self.transition(&mut core, to, now, &mut fx);
+        }
+        self.after_unlock(fx);
+    }
+
+    /// Records how a permit of `epoch` taken at `start` ended.
+    fn finish(self: &Arc<Self>, epoch: u64, start: u64, finish: Finish) {
+        let now = self.clock.now_nanos();
+        let elapsed = now.saturating_sub(start);
+        let mut fx = Effects::new(self);
+        {
+            let mut core = lock(&self.core);
+            self.observe_time(&mut core, now, false, &mut fx);
+            if core.epoch == epoch {
+                self.record(&mut core, finish, elapsed, now, &mut fx);
+            }
+        }
+        self.after_unlock(fx);
+    }
+
+    /// Records an outcome of the current epoch.
+    fn record(&self, core: &mut Core, finish: Finish, elapsed: u64, now: u64, fx: &mut Effects) {
+        let elapsed_duration = Duration::from_nanos(elapsed);
+        let failed = match finish {
+            Finish::Success => false,
+            Finish::Failure => true,
+            Finish::Ignored | Finish::GiveBack => {
+                if core.state == CircuitState::HalfOpen {
+                    debug_assert!(core.probes_issued > 0, "a probe given back twice");
+                    core.probes_issued = core.probes_issued.saturating_sub(1);
+                }
+                if finish == Finish::Ignored {
+                    fx.events.push(Ev::Ignored(elapsed_duration));
+                }
+                return;
+            }
+        };
+        fx.events.push(if failed {
+            Ev::Error(elapsed_duration)
+        } else {
+            Ev::Success(elapsed_duration)
+        });
+        let outcome = Outcome::new(failed, elapsed >= self.slow_call_nanos);
+        match core.state {
+            CircuitState::Closed | CircuitState::MetricsOnly => {
+                core.window.record(outcome, now);
+                let totals = core.window.totals(now);
+                if totals.calls < self.minimum_calls {
+                    return;
+                }
+                let exceeded = self.rates_exceeded(totals);
+                if core.state == CircuitState::MetricsOnly {
+                    let newly = exceeded.is_some() && !core.rate_exceeded;
+                    core.rate_exceeded = exceeded.is_some();
+                    if newly {
+                        push_rate_events(totals, exceeded, fx);
+                    }
+                } else if exceeded.is_some() {
+                    push_rate_events(totals, exceeded, fx);
+                    self.transition(core, CircuitState::Open, now, fx);
+                }
+            }
+            CircuitState::HalfOpen => {
+                core.probes.add(outcome);
+                if core.probes.calls < u64::from(self.permitted_probes) {
+                    return;
+                }
+                let totals = core.probes;
+                let exceeded = self.rates_exceeded(totals);
+                if exceeded.is_some() {
+                    push_rate_events(totals, exceeded, fx);
+                    self.transition(core, CircuitState::Open, now, fx);
+                } else {
+                    self.transition(core, CircuitState::Closed, now, fx);
+                }
+            }
+            // Permits of these states are not recorded (or not issued).
+            CircuitState::Open | CircuitState::Disabled | CircuitState::ForcedOpen => {}
+        }
+    }
+
+    /// `Some((failure rate exceeded, slow-call rate exceeded))` if either is.
+    fn rates_exceeded(&self, totals: Totals) -> Option<(bool, bool)> {
+        let failure = totals.failure_rate() >= self.failure_rate_threshold;
+        let slow = totals.slow_call_rate() >= self.slow_call_rate_threshold;
+        (failure || slow).then_some((failure, slow))
+    }
+
+    /// Delivers the events gathered under the lock and starts the requested timer.
+    fn after_unlock(self: &Arc<Self>, fx: Effects) {
+        if let Some((epoch, deadline)) = fx.timer {
+            self.start_timer(epoch, deadline);
+        }
+        self.subscribers.deliver(&self.name, &fx.events);
+    }
+
+    /// Wakes up at `deadline` to apply a time-driven transition of `epoch`, on the runtime the
+    /// breaker was created in. The task holds only a `Weak`: it never keeps the breaker alive.
+    #[cfg(not(loom))]
+    fn start_timer(self: &Arc<Self>, epoch: u64, deadline: u64) {
+        let Some(runtime) = &self.runtime else {
+            return;
+        };
+        let weak = Arc::downgrade(self);
+        runtime.spawn(async move {
+            loop {
+                let wait = {
+                    let Some(shared) = weak.upgrade() else {
+                        return;
+                    };
+                    if unpack(shared.packed.load(Ordering::Acquire)).0 != epoch {
+                        return;
+                    }
+                    let now = shared.clock.now_nanos();
+                    if now >= deadline {
+                        shared.observe(now);
+                        return;
+                    }
+                    deadline - now
+                };
+                tokio::time::sleep(Duration::from_nanos(wait)).await;
+            }
+        });
+    }
+
+    #[cfg(loom)]
+    fn start_timer(self: &Arc<Self>, _epoch: u64, _deadline: u64) {}
+}
+
+fn push_rate_events(totals: Totals, exceeded: Option<(bool, bool)>, fx: &mut Effects) {
+    let Some((failure, slow)) = exceeded else {
+        return;
+    };
+    if failure {
+        fx.events.push(Ev::FailureRate(totals.failure_rate()));
+    }
+    if slow {
+        fx.events.push(Ev::SlowCallRate(totals.slow_call_rate()));
+    }
+}
+
+/// Permission to make one call through a [`CircuitBreaker`]; report how the call ended with
+/// one of the `record_*` methods.
+///
+/// The elapsed time of the call (for slow calls and events) is measured with the breaker's
+/// clock from [`try_acquire`](CircuitBreaker::try_acquire) to the `record_*` call. An outcome
+/// is recorded only if the breaker has not changed state since the permit was taken. Dropping
+/// the permit without recording abandons the call (a dropped future, a panic): nothing is
+/// recorded, and a half-open probe is given back.
+#[must_use = "dropping a permit without recording an outcome abandons the call"]
 pub struct CircuitPermit<'a> {
-    #[allow(dead_code)]
-    breaker: &'a CircuitBreaker,
+    shared: &'a Arc<Shared>,
+    epoch: u64,
+    start: u64,
+    kind: PermitKind,
 }
 
 impl CircuitPermit<'_> {
-    /// Success.
-    pub fn record_success(self) {}
-    /// Failure.
-    pub fn record_failure(self) {}
-    /// Neither.
-    pub fn record_ignored(self) {}
-    /// Rejected further in by another aspect.
-    pub fn record_rejected(self, _rejection: &Rejected) {}
+    /// The call succeeded.
+    pub fn record_success(self) {
+        self.finish(Finish::Success);
+    }
+
+    /// The call failed.
+    pub fn record_failure(self) {
+        self.finish(Finish::Failure);
+    }
+
+    /// The call ended in an error that counts as neither success nor failure (a half-open probe
+    /// is given back).
+    pub fn record_ignored(self) {
+        self.finish(Finish::Ignored);
+    }
+
+    /// The call was rejected further in by another guard (a bulkhead inside this breaker): a
+    /// failure if the configuration's `record_rejections` is set; otherwise nothing is recorded
+    /// and a half-open probe is given back.
+    pub fn record_rejected(self, rejection: &Rejected) {
+        let _ = rejection;
+        let finish = if self.shared.config.record_rejections() {
+            Finish::Failure
+        } else {
+            Finish::GiveBack
+        };
+        self.finish(finish);
+    }
+
+    /// Whether this permit is one of the probe calls of the half-open state.
+    pub fn is_probe(&self) -> bool {
+        self.kind == PermitKind::Probe
+    }
+
+    #[inline]
+    fn finish(self, finish: Finish) {
+        let this = ManuallyDrop::new(self);
+        match (this.kind, finish) {
+            // Nothing to record: no lock taken.
+            (PermitKind::Unrecorded, _) | (PermitKind::Recorded, Finish::GiveBack) => {}
+            // Only an event to emit, and nobody listens.
+            (PermitKind::Recorded, Finish::Ignored) if !this.shared.subscribers.any() => {}
+            _ => this.shared.finish(this.epoch, this.start, finish),
+        }
+    }
+}
+
+impl Drop for CircuitPermit<'_> {
+    fn drop(&mut self) {
+        if self.kind == PermitKind::Probe {
+            self.shared.finish(self.epoch, self.start, Finish::GiveBack);
+        }
+    }
+}
+
+impl fmt::Debug for CircuitPermit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CircuitPermit")
+            .field("breaker", &self.shared.name)
+            .field("epoch", &self.epoch)
+            .field("probe", &(self.kind == PermitKind::Probe))
+            .finish()
+    }
 }
