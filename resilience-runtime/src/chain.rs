@@ -1,7 +1,6 @@
 //! Ordered execution: a call site's guards, resolved and sorted into a [`Plan`], run around a
 //! closure or a future, with re-entrancy tracked along the call chain.
 
-use std::borrow::Cow;
 use std::cell::RefCell;
 use std::fmt;
 use std::future::Future;
@@ -12,9 +11,9 @@ use crate::bulkhead::{Bulkhead, BulkheadPermit};
 use crate::circuit_breaker::{CircuitBreaker, CircuitPermit};
 use arc_swap::ArcSwapOption;
 
-use crate::error::{ConfigError, Rejected};
-use crate::registry::Registry;
+use crate::error::Rejected;
 use crate::name::Name;
+use crate::registry::Registry;
 
 /// One guard of a call: an aspect kind and the name of its instance.
 ///
@@ -24,46 +23,87 @@ use crate::name::Name;
 /// const ORDERS: [Guard; 2] = [Guard::bulkhead("orders"), Guard::circuit_breaker("orders")];
 /// assert_eq!(ORDERS[1].aspect(), Aspect::CircuitBreaker);
 /// assert_eq!(ORDERS[1].name(), "orders");
+///
+/// // Names known only at run time work too.
+/// let tenant = String::from("tenant-7");
+/// let guard = Guard::new(Aspect::Bulkhead, &tenant);
+/// assert_eq!(guard.name(), "tenant-7");
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Guard {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Guard<'a> {
     aspect: Aspect,
-    name: Cow<'static, str>,
+    name: &'a str,
 }
 
-impl Guard {
+impl<'a> Guard<'a> {
     /// The bulkhead `name`.
-    pub const fn bulkhead(name: &'static str) -> Self {
-        Guard {
-            aspect: Aspect::Bulkhead,
-            name: Cow::Borrowed(name),
-        }
+    pub const fn bulkhead(name: &'a str) -> Self {
+        Guard::new(Aspect::Bulkhead, name)
     }
 
     /// The circuit breaker `name`.
-    pub const fn circuit_breaker(name: &'static str) -> Self {
-        Guard {
-            aspect: Aspect::CircuitBreaker,
-            name: Cow::Borrowed(name),
-        }
+    pub const fn circuit_breaker(name: &'a str) -> Self {
+        Guard::new(Aspect::CircuitBreaker, name)
     }
 
-    /// The instance `name` of `aspect`, for names known only at run time.
-    pub fn new(aspect: Aspect, name: impl Into<Cow<'static, str>>) -> Self {
-        Guard {
-            aspect,
-            name: name.into(),
-        }
+    /// The instance `name` of `aspect`.
+    pub const fn new(aspect: Aspect, name: &'a str) -> Self {
+        Guard { aspect, name }
     }
 
     /// The aspect kind.
-    pub fn aspect(&self) -> Aspect {
+    pub const fn aspect(&self) -> Aspect {
         self.aspect
     }
 
     /// The instance name.
-    pub fn name(&self) -> &str {
-        &self.name
+    pub const fn name(&self) -> &'a str {
+        self.name
+    }
+}
+
+/// Why a list of guards cannot make one call's plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GuardListError {
+    /// The same aspect kind twice.
+    Repeated(Aspect),
+    /// An aspect kind with no implementation yet.
+    Unimplemented(Aspect),
+}
+
+impl GuardListError {
+    /// The first problem of `guards`, if any; usable in constants.
+    pub(crate) const fn check(guards: &[Guard<'_>]) -> Option<GuardListError> {
+        let mut i = 0;
+        while i < guards.len() {
+            let aspect = guards[i].aspect;
+            if !matches!(aspect, Aspect::Bulkhead | Aspect::CircuitBreaker) {
+                return Some(GuardListError::Unimplemented(aspect));
+            }
+            let mut j = 0;
+            while j < i {
+                if guards[j].aspect as u8 == aspect as u8 {
+                    return Some(GuardListError::Repeated(aspect));
+                }
+                j += 1;
+            }
+            i += 1;
+        }
+        None
+    }
+}
+
+impl fmt::Display for GuardListError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GuardListError::Repeated(aspect) => write!(
+                f,
+                "{aspect} appears twice; a call takes each aspect once (use one instance name)"
+            ),
+            GuardListError::Unimplemented(aspect) => {
+                write!(f, "the {aspect} aspect has no implementation yet")
+            }
+        }
     }
 }
 
@@ -332,57 +372,76 @@ impl fmt::Debug for Plan {
 /// ```
 /// use resilience_runtime::{Aspect, Guard, PlanCache, Registry};
 ///
-/// static GUARDS: [Guard; 2] = [Guard::circuit_breaker("orders"), Guard::bulkhead("orders")];
-/// static PLAN: PlanCache = PlanCache::new();
+/// static ORDERS: PlanCache =
+///     PlanCache::new(&[Guard::circuit_breaker("orders"), Guard::bulkhead("orders")]);
 ///
 /// let registry = Registry::new();
-/// let plan = PLAN.get(&registry, &GUARDS)?;
-/// assert_eq!(plan.guards().next().unwrap().0, Aspect::Bulkhead);
+/// assert_eq!(ORDERS.get(&registry).guards().next().unwrap().0, Aspect::Bulkhead);
 ///
 /// registry.set_precedence(Aspect::CircuitBreaker, 10)?; // takes effect on the next call
-/// let plan = PLAN.get(&registry, &GUARDS)?;
-/// assert_eq!(plan.guards().next().unwrap().0, Aspect::CircuitBreaker);
+/// assert_eq!(ORDERS.get(&registry).guards().next().unwrap().0, Aspect::CircuitBreaker);
 /// # Ok::<(), resilience_runtime::ConfigError>(())
 /// ```
+///
+/// A guard list that repeats an aspect kind, or names one without an implementation, does
+/// not compile in a `static`:
+///
+/// ```compile_fail
+/// use resilience_runtime::{Guard, PlanCache};
+///
+/// static TWICE: PlanCache = PlanCache::new(&[Guard::bulkhead("a"), Guard::bulkhead("b")]);
+/// ```
 pub struct PlanCache {
+    guards: &'static [Guard<'static>],
     cached: ArcSwapOption<Plan>,
 }
 
 impl PlanCache {
-    /// An empty cache; usable in a `static`.
-    pub const fn new() -> Self {
-        PlanCache {
-            cached: ArcSwapOption::const_empty(),
+    /// An empty cache for the call site guarded by `guards`, for a `static`.
+    ///
+    /// # Panics
+    ///
+    /// If `guards` repeats an aspect kind or names one without an implementation. In a
+    /// `static` (its intended use) this is a compile-time error, not a run-time panic; use
+    /// [`Registry::plan`] to check a list built at run time.
+    pub const fn new(guards: &'static [Guard<'static>]) -> Self {
+        match GuardListError::check(guards) {
+            Some(GuardListError::Repeated(_)) => {
+                panic!("a guard list repeats an aspect kind; a call takes each aspect once")
+            }
+            Some(GuardListError::Unimplemented(_)) => {
+                panic!("a guard list names an aspect kind that has no implementation yet")
+            }
+            None => PlanCache {
+                guards,
+                cached: ArcSwapOption::const_empty(),
+            },
         }
     }
 
-    /// The plan of `guards` in `registry`, from the cache if it is current.
-    ///
-    /// # Errors
-    ///
-    /// The [`ConfigError`] of [`Registry::plan`] for an invalid list of guards.
-    pub fn get(&self, registry: &Registry, guards: &[Guard]) -> Result<Arc<Plan>, ConfigError> {
+    /// The guards of this call site, as written.
+    pub fn guards(&self) -> &'static [Guard<'static>] {
+        self.guards
+    }
+
+    /// The plan in `registry`, from the cache if it is current.
+    pub fn get(&self, registry: &Registry) -> Arc<Plan> {
         let generation = registry.generation();
         if let Some(plan) = &*self.cached.load() {
             if plan.generation == generation {
-                return Ok(Arc::clone(plan));
+                return Arc::clone(plan);
             }
         }
-        let plan = Arc::new(registry.plan(guards)?);
+        let plan = Arc::new(registry.resolve_plan(self.guards));
         self.cached.store(Some(Arc::clone(&plan)));
-        Ok(plan)
-    }
-}
-
-impl Default for PlanCache {
-    fn default() -> Self {
-        PlanCache::new()
+        plan
     }
 }
 
 impl fmt::Debug for PlanCache {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PlanCache")
+            .field("guards", &self.guards)
             .field("cached", &*self.cached.load())
             .finish()
     }
@@ -421,7 +480,11 @@ impl<'a> Held<'a> {
 
     /// Keeps `permit`, or, if the guard refused, tells the guards already held and returns the
     /// rejection.
-    fn push_or_reject(&mut self, id: u64, permit: Result<Permit<'a>, Rejected>) -> Result<(), Rejected> {
+    fn push_or_reject(
+        &mut self,
+        id: u64,
+        permit: Result<Permit<'a>, Rejected>,
+    ) -> Result<(), Rejected> {
         match permit {
             Ok(permit) => {
                 // A plan holds at most one guard per aspect kind (checked when it is built).
@@ -488,7 +551,8 @@ const INLINE_IDS: usize = 16;
 
 impl ChainIds {
     fn holds(&self, id: u64) -> bool {
-        self.inline[..self.len].contains(&id) || self.spill.as_ref().is_some_and(|s| s.contains(&id))
+        self.inline[..self.len].contains(&id)
+            || self.spill.as_ref().is_some_and(|s| s.contains(&id))
     }
 
     fn extended(&self, ids: &[u64]) -> ChainIds {

@@ -84,7 +84,10 @@ impl fmt::Display for Rejected {
                 waited.as_millis()
             ),
             Rejected::CallNotPermitted { name, state } => {
-                write!(f, "circuit breaker `{name}` does not permit calls ({state})")
+                write!(
+                    f,
+                    "circuit breaker `{name}` does not permit calls ({state})"
+                )
             }
             Rejected::Reentrant { aspect, name } => write!(
                 f,

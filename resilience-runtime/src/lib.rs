@@ -13,13 +13,13 @@ mod sync;
 
 pub use aspect::Aspect;
 pub use bulkhead::{Bulkhead, BulkheadConfig, BulkheadPermit};
+pub use chain::{CallOutcome, Guard, Plan, PlanCache, ReentrancyPolicy};
 pub use circuit_breaker::{
     CircuitBreaker, CircuitBreakerConfig, CircuitPermit, CircuitState, SlidingWindow,
 };
 pub use clock::{Clock, ManualClock};
 pub use error::{ConfigError, Rejected};
 pub use name::Name;
-pub use chain::{CallOutcome, Guard, Plan, PlanCache, ReentrancyPolicy};
 pub use registry::Registry;
 
 /// A process-wide unique id for a guard instance, used to recognise re-entry.

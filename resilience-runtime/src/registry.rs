@@ -9,7 +9,7 @@ use once_cell::sync::Lazy;
 
 use crate::aspect::Aspect;
 use crate::bulkhead::{Bulkhead, BulkheadConfig};
-use crate::chain::{Guard, Plan, ReentrancyPolicy};
+use crate::chain::{Guard, GuardListError, Plan, ReentrancyPolicy};
 use crate::circuit_breaker::{CircuitBreaker, CircuitBreakerConfig};
 use crate::clock::Clock;
 use crate::error::ConfigError;
@@ -139,7 +139,9 @@ impl Registry {
         }
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
         let clock = &self.clock;
-        state.bulkheads.get_or_create(name, |n, c| Bulkhead::with_clock(n, c, clock.clone()))
+        state
+            .bulkheads
+            .get_or_create(name, |n, c| Bulkhead::with_clock(n, c, clock.clone()))
     }
 
     /// Installs `config` for the bulkhead `name` and replaces its instance with a fresh one;
@@ -172,9 +174,9 @@ impl Registry {
     /// configuration invalid; the registry is unchanged then.
     pub fn configure_default_bulkhead(&self, config: BulkheadConfig) -> Result<(), ConfigError> {
         self.change(|state, clock| {
-            state.bulkheads.configure_default(config, |n, c| {
-                Bulkhead::with_clock(n, c, clock.clone())
-            })
+            state
+                .bulkheads
+                .configure_default(config, |n, c| Bulkhead::with_clock(n, c, clock.clone()))
         })
     }
 
@@ -328,32 +330,20 @@ impl Registry {
     ///
     /// A [`ConfigError`] (field `guards`) if the same aspect kind appears twice, or a kind
     /// that has no implementation yet appears.
-    pub fn plan(&self, guards: &[Guard]) -> Result<Plan, ConfigError> {
-        let mut seen = HashSet::new();
-        for guard in guards {
-            if !seen.insert(guard.aspect()) {
-                return Err(ConfigError::new(
-                    "guards",
-                    format!(
-                        "{} appears twice; a call takes each aspect once (use one instance name)",
-                        guard.aspect()
-                    ),
-                ));
-            }
-            if !matches!(guard.aspect(), Aspect::Bulkhead | Aspect::CircuitBreaker) {
-                return Err(ConfigError::new(
-                    "guards",
-                    format!("the {} aspect has no implementation yet", guard.aspect()),
-                ));
-            }
+    pub fn plan(&self, guards: &[Guard<'_>]) -> Result<Plan, ConfigError> {
+        match GuardListError::check(guards) {
+            Some(problem) => Err(ConfigError::new("guards", problem.to_string())),
+            None => Ok(self.resolve_plan(guards)),
         }
-        // Read the generation under the same lock as the instances, so the plan is never
-        // labelled newer than what it resolved.
+    }
+
+    /// Builds the plan of a guard list already checked by [`GuardListError::check`].
+    pub(crate) fn resolve_plan(&self, guards: &[Guard<'_>]) -> Plan {
         let (precedence, policy, generation) = {
             let state = self.read();
             (state.precedence, state.reentrancy, self.generation())
         };
-        let mut sorted: Vec<&Guard> = guards.iter().collect();
+        let mut sorted: Vec<&Guard<'_>> = guards.iter().collect();
         sorted.sort_by_key(|g| precedence[g.aspect().index()]);
         let mut plan = Plan::empty(generation, policy);
         for guard in sorted {
@@ -362,9 +352,9 @@ impl Registry {
                 _ => plan.push_circuit_breaker(self.circuit_breaker(guard.name())),
             }
         }
-        // A change between the read above and the instance look-ups is caught by the
-        // generation: the plan is then older than the registry and will be rebuilt.
-        Ok(plan)
+        // The generation was read before the instances: if the configuration changed in
+        // between, the plan is labelled older than what it holds and is rebuilt on next use.
+        plan
     }
 }
 
@@ -562,7 +552,10 @@ impl<C: Config, I: Instance<Config = C>> Kind<C, I> {
         for derived in &self.derived {
             if *derived != name && Self::depends_on(get, derived, &name) {
                 let raw = &self.configs[derived];
-                dependents.push((derived.clone(), Self::resolve(get, &self.default, derived, raw)?));
+                dependents.push((
+                    derived.clone(),
+                    Self::resolve(get, &self.default, derived, raw)?,
+                ));
             }
         }
         // Everything resolved: commit.
@@ -662,7 +655,11 @@ mod tests {
         let new = registry.bulkhead("orders");
         assert!(!Arc::ptr_eq(&old, &new));
         assert_eq!(new.max_allowed_concurrent_calls(), 80);
-        assert_eq!(old.max_allowed_concurrent_calls(), 25, "old instance untouched");
+        assert_eq!(
+            old.max_allowed_concurrent_calls(),
+            25,
+            "old instance untouched"
+        );
 
         let breaker = registry.circuit_breaker("orders");
         breaker.transition_to_open_state();
@@ -716,14 +713,22 @@ mod tests {
         let orders = registry.bulkhead_config("orders");
         assert_eq!(orders.max_concurrent_calls(), 7, "from the base");
         assert_eq!(orders.max_wait_duration(), Duration::from_millis(5), "own");
-        assert!(!orders.fair_call_handling(), "from the default under the base");
-        assert_eq!(registry.bulkhead("orders").max_allowed_concurrent_calls(), 7);
+        assert!(
+            !orders.fair_call_handling(),
+            "from the default under the base"
+        );
+        assert_eq!(
+            registry.bulkhead("orders").max_allowed_concurrent_calls(),
+            7
+        );
     }
 
     #[test]
     fn changing_a_base_re_resolves_the_configs_built_on_it() {
         let registry = Registry::new();
-        registry.configure_bulkhead("shared", bulkhead_of(7)).unwrap();
+        registry
+            .configure_bulkhead("shared", bulkhead_of(7))
+            .unwrap();
         registry
             .configure_bulkhead(
                 "orders",
@@ -731,7 +736,9 @@ mod tests {
             )
             .unwrap();
         let before = registry.bulkhead("orders");
-        registry.configure_bulkhead("shared", bulkhead_of(9)).unwrap();
+        registry
+            .configure_bulkhead("shared", bulkhead_of(9))
+            .unwrap();
         let after = registry.bulkhead("orders");
         assert_eq!(after.max_allowed_concurrent_calls(), 9);
         assert!(!Arc::ptr_eq(&before, &after));
@@ -740,7 +747,10 @@ mod tests {
         registry
             .configure_bulkhead(
                 "shared",
-                BulkheadConfig::builder().max_concurrent_calls(9).build().unwrap(),
+                BulkheadConfig::builder()
+                    .max_concurrent_calls(9)
+                    .build()
+                    .unwrap(),
             )
             .unwrap();
         assert!(Arc::ptr_eq(&after, &registry.bulkhead("orders")));
@@ -760,10 +770,21 @@ mod tests {
             )
             .unwrap();
         registry.configure_default_bulkhead(bulkhead_of(3)).unwrap();
-        assert_eq!(registry.bulkhead("anything").max_allowed_concurrent_calls(), 3);
+        assert_eq!(
+            registry.bulkhead("anything").max_allowed_concurrent_calls(),
+            3
+        );
         assert!(!Arc::ptr_eq(&unconfigured, &registry.bulkhead("anything")));
-        assert_eq!(registry.bulkhead("orders").max_allowed_concurrent_calls(), 3);
-        assert_eq!(registry.bulkhead("never-seen").max_allowed_concurrent_calls(), 3);
+        assert_eq!(
+            registry.bulkhead("orders").max_allowed_concurrent_calls(),
+            3
+        );
+        assert_eq!(
+            registry
+                .bulkhead("never-seen")
+                .max_allowed_concurrent_calls(),
+            3
+        );
     }
 
     #[test]
@@ -800,7 +821,11 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.field(), "base");
         assert!(err.reason().contains("cycle"), "{err}");
-        assert_eq!(registry.bulkhead("b").max_allowed_concurrent_calls(), 2, "unchanged");
+        assert_eq!(
+            registry.bulkhead("b").max_allowed_concurrent_calls(),
+            2,
+            "unchanged"
+        );
 
         let err = registry
             .configure_circuit_breaker(
@@ -901,7 +926,9 @@ mod tests {
             .plan(&[Guard::bulkhead("a"), Guard::bulkhead("b")])
             .unwrap_err();
         assert_eq!(err.field(), "guards");
-        let err = registry.plan(&[Guard::new(Aspect::Retry, "a")]).unwrap_err();
+        let err = registry
+            .plan(&[Guard::new(Aspect::Retry, "a")])
+            .unwrap_err();
         assert!(err.reason().contains("retry"), "{err}");
     }
 }

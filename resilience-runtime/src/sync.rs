@@ -2,12 +2,12 @@
 //! accounting of the bulkhead and the circuit breaker can be model-checked.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize};
+pub(crate) use loom::sync::atomic::AtomicU64;
 #[cfg(loom)]
 pub(crate) use loom::sync::{Mutex, MutexGuard};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize};
+pub(crate) use std::sync::atomic::AtomicU64;
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Mutex, MutexGuard};
 
@@ -17,7 +17,9 @@ pub(crate) use std::sync::atomic::Ordering;
 /// consistent before anything in it can panic (user callbacks run outside the locks).
 #[cfg(not(loom))]
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Locks `mutex` (loom's mutex does not poison).

@@ -68,13 +68,17 @@ fn the_success_path_of_a_guarded_call_does_not_allocate() {
         assert_eq!(sync, Ok(i));
         let not_found: Result<u32, CallError> = plan.call(|| Err(CallError::Downstream("404")));
         assert!(not_found.is_err());
-        let async_: Result<u32, CallError> = poll_ready(plan.call_async(async move { Ok(i) }), &waker);
+        let async_: Result<u32, CallError> =
+            poll_ready(plan.call_async(async move { Ok(i) }), &waker);
         assert_eq!(async_, Ok(i));
     }
     let allocated = ALLOCATIONS.load(Ordering::Relaxed) - before;
     assert_eq!(allocated, 0, "allocations in 3000 guarded calls");
     assert_eq!(
-        registry.circuit_breaker("a").metrics().number_of_buffered_calls(),
+        registry
+            .circuit_breaker("a")
+            .metrics()
+            .number_of_buffered_calls(),
         100,
         "the default count window is full"
     );

@@ -54,11 +54,23 @@ fn registry(max_calls: u32, fair: bool) -> Registry {
         )
         .unwrap();
     // Record everything, never open: the counts must match the tally exactly.
-    registry.circuit_breaker("leak").transition_to_metrics_only_state();
+    registry
+        .circuit_breaker("leak")
+        .transition_to_metrics_only_state();
     registry
 }
 
 const GUARDS: [Guard; 2] = [Guard::circuit_breaker("leak"), Guard::bulkhead("leak")];
+
+/// Keeps the thousands of injected panics out of the output, and every other panic in it.
+fn quiet_injected_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if info.payload().downcast_ref::<&str>() != Some(&"injected panic") {
+            default(info);
+        }
+    }));
+}
 
 fn sync_worker(plan: &Plan, tally: &Tally, seed: u64, calls: usize) {
     let mut rng = Rng(seed);
@@ -66,8 +78,12 @@ fn sync_worker(plan: &Plan, tally: &Tally, seed: u64, calls: usize) {
         let action = rng.below(10);
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             plan.call(|| -> Result<(), CallError> {
-                if action < 2 {
-                    std::thread::yield_now();
+                // Some calls outlast the 2 ms a waiter may wait, so waiters both get permits
+                // and time out.
+                match action {
+                    0 => std::thread::sleep(Duration::from_millis(3)),
+                    1 => std::thread::sleep(Duration::from_micros(100)),
+                    _ => {}
                 }
                 match action {
                     0..=5 => Ok(()),
@@ -121,7 +137,11 @@ fn assert_consistent(registry: &Registry, tally: &Tally, total: u64) {
         tally.rejected.load(Ordering::Relaxed),
         tally.abandoned.load(Ordering::Relaxed),
     );
-    assert_eq!(ok + failed + rejected + abandoned, total, "one outcome per call");
+    assert_eq!(
+        ok + failed + rejected + abandoned,
+        total,
+        "one outcome per call"
+    );
     let bulkhead = registry.bulkhead("leak");
     assert_eq!(
         bulkhead.available_concurrent_calls(),
@@ -129,33 +149,45 @@ fn assert_consistent(registry: &Registry, tally: &Tally, total: u64) {
         "every permit returned"
     );
     assert_eq!(bulkhead.metrics().rejected_calls(), rejected);
-    assert_eq!(bulkhead.metrics().permitted_calls(), total - rejected);
+    // A future dropped while queued for a permit was neither permitted nor rejected.
+    let permitted = bulkhead.metrics().permitted_calls();
+    assert!(
+        permitted >= ok + failed && permitted <= total - rejected,
+        "{permitted}"
+    );
     let metrics = registry.circuit_breaker("leak").metrics();
     assert_eq!(u64::from(metrics.number_of_successful_calls()), ok);
     assert_eq!(u64::from(metrics.number_of_failed_calls()), failed);
-    assert!(abandoned > 0 && rejected > 0 && failed > 0, "the mix was exercised");
+    assert!(
+        abandoned > 0 && rejected > 0 && failed > 0,
+        "the mix was exercised"
+    );
 }
 
 #[test]
 fn threads_mixing_panics_errors_and_rejections_leak_no_permit() {
-    // Panics print their message; keep the output readable.
-    std::panic::set_hook(Box::new(|_| {}));
+    quiet_injected_panics();
     for fair in [true, false] {
-        let registry = Arc::new(registry(3, fair));
+        let registry = Arc::new(registry(2, fair));
         let plan = Arc::new(registry.plan(&GUARDS).unwrap());
         let tally = Arc::new(Tally::default());
         let threads: Vec<_> = (0..4)
             .map(|t| {
                 let (plan, tally) = (plan.clone(), tally.clone());
-                std::thread::spawn(move || sync_worker(&plan, &tally, 0x9e37_79b9 + t, 1500))
+                std::thread::spawn(move || sync_worker(&plan, &tally, 0x9e37_79b9 + t, 600))
             })
             .collect();
         for thread in threads {
             thread.join().unwrap();
         }
-        assert_consistent(&registry, &tally, 4 * 1500);
+        assert_consistent(&registry, &tally, 4 * 600);
+        let metrics = registry.bulkhead("leak").metrics();
+        assert_eq!(
+            metrics.permitted_calls() + metrics.rejected_calls(),
+            4 * 600,
+            "a sync call is either permitted or rejected"
+        );
     }
-    let _ = std::panic::take_hook();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -165,7 +197,14 @@ async fn tasks_mixing_errors_rejections_and_dropped_futures_leak_no_permit() {
         let plan = Arc::new(registry.plan(&GUARDS).unwrap());
         let tally = Arc::new(Tally::default());
         let tasks: Vec<_> = (0..8)
-            .map(|t| tokio::spawn(async_worker(plan.clone(), tally.clone(), 0x51_7cc1 + t, 400)))
+            .map(|t| {
+                tokio::spawn(async_worker(
+                    plan.clone(),
+                    tally.clone(),
+                    0x51_7cc1 + t,
+                    400,
+                ))
+            })
             .collect();
         for task in tasks {
             task.await.unwrap();

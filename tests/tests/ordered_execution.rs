@@ -44,7 +44,11 @@ const BOTH_ORDERS: [[Guard; 2]; 2] = [
 
 /// Saturates a bulkhead of 2 with 2 blocked calls on other threads, then makes `extra` calls
 /// that the bulkhead must reject; returns what those calls returned.
-fn overload_sync(registry: &Registry, guards: &[Guard], extra: usize) -> Vec<Result<(), CallError>> {
+fn overload_sync(
+    registry: &Registry,
+    guards: &[Guard],
+    extra: usize,
+) -> Vec<Result<(), CallError>> {
     let plan = Arc::new(registry.plan(guards).unwrap());
     let entered = Arc::new(Barrier::new(3));
     let release = Arc::new(Barrier::new(3));
@@ -84,7 +88,11 @@ fn the_breaker_never_sees_bulkhead_rejections_whatever_the_written_order() {
         assert_eq!(breaker.state(), CircuitState::Closed);
         let metrics = breaker.metrics();
         assert_eq!(metrics.number_of_failed_calls(), 0);
-        assert_eq!(metrics.number_of_successful_calls(), 2, "the two admitted calls");
+        assert_eq!(
+            metrics.number_of_successful_calls(),
+            2,
+            "the two admitted calls"
+        );
         assert_eq!(registry.bulkhead("orders").metrics().rejected_calls(), 20);
     }
 }
@@ -107,10 +115,10 @@ fn the_incident_layout_opens_the_breaker_on_overload_alone() {
 #[test]
 fn a_rejected_call_is_never_run() {
     let registry = registry_with(1, false);
-    let plan = registry
-        .plan(&[Guard::circuit_breaker("orders")])
-        .unwrap();
-    registry.circuit_breaker("orders").transition_to_forced_open_state();
+    let plan = registry.plan(&[Guard::circuit_breaker("orders")]).unwrap();
+    registry
+        .circuit_breaker("orders")
+        .transition_to_forced_open_state();
     let ran = AtomicUsize::new(0);
     let result: Result<(), CallError> = plan.call(|| {
         ran.fetch_add(1, Ordering::Relaxed);
@@ -118,7 +126,10 @@ fn a_rejected_call_is_never_run() {
     });
     assert!(matches!(
         result,
-        Err(CallError::Rejected(Rejected::CallNotPermitted { state: CircuitState::ForcedOpen, .. }))
+        Err(CallError::Rejected(Rejected::CallNotPermitted {
+            state: CircuitState::ForcedOpen,
+            ..
+        }))
     ));
     assert_eq!(ran.load(Ordering::Relaxed), 0);
 }
@@ -134,7 +145,11 @@ fn errors_are_failures_and_classification_can_ignore_them() {
 
     let ignored = plan.run(|| Err::<(), _>("404"), |_| CallOutcome::Ignored);
     assert_eq!(ignored, Ok(Err("404")));
-    assert_eq!(breaker.metrics().number_of_buffered_calls(), 1, "ignored: not buffered");
+    assert_eq!(
+        breaker.metrics().number_of_buffered_calls(),
+        1,
+        "ignored: not buffered"
+    );
     assert_eq!(registry.bulkhead("orders").available_concurrent_calls(), 4);
 }
 
@@ -148,7 +163,10 @@ fn a_panic_releases_every_guard_records_nothing_and_resumes() {
     assert!(panicked.is_err(), "the panic resumes");
     assert_eq!(registry.bulkhead("orders").available_concurrent_calls(), 1);
     assert_eq!(
-        registry.circuit_breaker("orders").metrics().number_of_buffered_calls(),
+        registry
+            .circuit_breaker("orders")
+            .metrics()
+            .number_of_buffered_calls(),
         0
     );
     // The guard works normally afterwards.
@@ -168,7 +186,10 @@ async fn a_future_dropped_mid_call_releases_every_guard_and_records_nothing() {
     assert!(timed_out.is_err());
     assert_eq!(registry.bulkhead("orders").available_concurrent_calls(), 1);
     assert_eq!(
-        registry.circuit_breaker("orders").metrics().number_of_buffered_calls(),
+        registry
+            .circuit_breaker("orders")
+            .metrics()
+            .number_of_buffered_calls(),
         0
     );
 }
@@ -189,7 +210,9 @@ async fn a_dropped_half_open_probe_is_given_back() {
     breaker.transition_to_half_open_state();
     let plan = registry.plan(&[Guard::circuit_breaker("probe")]).unwrap();
     let probe = plan.call_async(std::future::pending::<Result<(), CallError>>());
-    assert!(tokio::time::timeout(Duration::from_millis(5), probe).await.is_err());
+    assert!(tokio::time::timeout(Duration::from_millis(5), probe)
+        .await
+        .is_err());
     // The probe never completed: the next call may probe.
     let next: Result<(), CallError> = plan.call_async(async { Ok(()) }).await;
     assert_eq!(next, Ok(()));
@@ -232,7 +255,10 @@ async fn async_overload_is_shed_by_the_bulkhead_before_the_breaker_whatever_the_
         let metrics = registry.circuit_breaker("orders").metrics();
         assert_eq!(metrics.number_of_failed_calls(), 0);
         assert_eq!(metrics.number_of_successful_calls(), 3);
-        assert_eq!(registry.circuit_breaker("orders").state(), CircuitState::Closed);
+        assert_eq!(
+            registry.circuit_breaker("orders").state(),
+            CircuitState::Closed
+        );
     }
 }
 
@@ -251,7 +277,10 @@ fn a_sync_call_re_entering_its_bulkhead_passes_through_and_counts_once() {
     assert_eq!(outer, Ok(()));
     assert_eq!(inner_ran.load(Ordering::Relaxed), 1);
     assert_eq!(
-        registry.circuit_breaker("orders").metrics().number_of_successful_calls(),
+        registry
+            .circuit_breaker("orders")
+            .metrics()
+            .number_of_successful_calls(),
         1,
         "counted once"
     );
@@ -266,14 +295,17 @@ async fn an_async_call_re_entering_its_bulkhead_passes_through_and_counts_once()
     let outer: Result<(), CallError> = plan
         .call_async(async {
             tokio::task::yield_now().await;
-            plan.call_async(async { Ok(()) }).await?;
+            plan.call_async(async { Ok::<(), CallError>(()) }).await?;
             // A sync guarded call inside the async one is on the same chain too.
             plan.call(|| Ok(()))
         })
         .await;
     assert_eq!(outer, Ok(()));
     assert_eq!(
-        registry.circuit_breaker("orders").metrics().number_of_successful_calls(),
+        registry
+            .circuit_breaker("orders")
+            .metrics()
+            .number_of_successful_calls(),
         1
     );
     assert_eq!(registry.bulkhead("orders").metrics().permitted_calls(), 1);
@@ -288,9 +320,11 @@ async fn another_task_is_another_chain() {
         .call_async(async move {
             // A spawned task does not inherit the chain: the bulkhead of 1 is held, so it is
             // rejected rather than passed through.
-            Ok(tokio::spawn(async move { inner_plan.call_async(async { Ok(()) }).await })
-                .await
-                .unwrap())
+            Ok(
+                tokio::spawn(async move { inner_plan.call_async(async { Ok(()) }).await })
+                    .await
+                    .unwrap(),
+            )
         })
         .await;
     let inner = outer.unwrap();
@@ -308,14 +342,20 @@ fn re_entry_can_be_rejected_or_allowed_by_policy() {
     let outer: Result<Result<(), CallError>, CallError> = plan.call(|| Ok(plan.call(|| Ok(()))));
     assert!(matches!(
         outer,
-        Ok(Err(CallError::Rejected(Rejected::Reentrant { aspect: Aspect::Bulkhead, .. })))
+        Ok(Err(CallError::Rejected(Rejected::Reentrant {
+            aspect: Aspect::Bulkhead,
+            ..
+        })))
     ));
 
     registry.set_reentrancy_policy(ReentrancyPolicy::Allow);
     let plan = registry.plan(&BOTH_ORDERS[0]).unwrap();
     let outer: Result<Result<(), CallError>, CallError> = plan.call(|| Ok(plan.call(|| Ok(()))));
     assert!(
-        matches!(outer, Ok(Err(CallError::Rejected(Rejected::BulkheadFull { .. })))),
+        matches!(
+            outer,
+            Ok(Err(CallError::Rejected(Rejected::BulkheadFull { .. })))
+        ),
         "acquired again: the bulkhead of 1 is full"
     );
 }
