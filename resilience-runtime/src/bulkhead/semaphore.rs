@@ -326,7 +326,10 @@ impl Semaphore {
         }
     }
 
-    /// The counters, read together.
+    /// The counters, read together (retried if the permitted-calls field wraps meanwhile).
+    ///
+    /// A reading taken in the instant between the swap that wraps the field and the recording
+    /// of that wrap is short by 2^39 permitted calls; that window opens once every 2^39 calls.
     pub(super) fn counts(&self) -> Counts {
         let (wraps, state) = loop {
             let wraps = self.permitted_wraps.load(Ordering::Acquire);
