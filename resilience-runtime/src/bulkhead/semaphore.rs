@@ -180,14 +180,21 @@ impl Semaphore {
     /// Returns a permit: one `fetch_add`, plus the queue lock only if someone waits.
     #[inline]
     pub(super) fn release(&self) {
+        if self.free_permit() {
+            self.release_to_waiters();
+        }
+    }
+
+    /// The lock-free half of a release: frees the permit and tells whether anyone was queued
+    /// at that instant (then the permit must be offered to the queue).
+    #[inline]
+    fn free_permit(&self) -> bool {
         let before = self.state.fetch_add(PERMIT_UNIT, Ordering::Release);
         debug_assert!(
             permits(before) < self.max,
             "more permits released than taken"
         );
-        if before & HAS_WAITERS != 0 {
-            self.release_to_waiters();
-        }
+        before & HAS_WAITERS != 0
     }
 
     #[cold]
@@ -319,7 +326,10 @@ impl Semaphore {
         }
     }
 
-    /// The counters, read together.
+    /// The counters, read together (retried if the permitted-calls field wraps meanwhile).
+    ///
+    /// A reading taken in the instant between the swap that wraps the field and the recording
+    /// of that wrap is short by 2^39 permitted calls; that window opens once every 2^39 calls.
     pub(super) fn counts(&self) -> Counts {
         let (wraps, state) = loop {
             let wraps = self.permitted_wraps.load(Ordering::Acquire);
@@ -372,5 +382,93 @@ impl fmt::Debug for Semaphore {
             .field("fair", &self.is_fair())
             .field("has_waiters", &(state & HAS_WAITERS != 0))
             .finish()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::Arc;
+    use std::task::Wake as StdWake;
+
+    use super::*;
+
+    struct Noop;
+
+    impl StdWake for Noop {
+        fn wake(self: Arc<Self>) {}
+    }
+
+    fn queue(semaphore: &Semaphore) -> Key {
+        semaphore
+            .acquire_or_enqueue(Wake::Nothing)
+            .expect_err("no permit is free for this caller")
+    }
+
+    fn poll(semaphore: &Semaphore, key: Key) -> bool {
+        let waker = Waker::from(Arc::new(Noop));
+        semaphore.poll_waiter(key, Waking::Task(&waker))
+    }
+
+    /// Between a release's `fetch_add` and its taking the lock, the only waiter leaves, a
+    /// newcomer takes the freed permit and another caller queues: the late half of the release
+    /// finds no free permit and must neither hand one over nor wake anyone.
+    #[test]
+    fn a_late_release_offers_no_permit_it_no_longer_has() {
+        for fair in [true, false] {
+            let semaphore = Semaphore::new(1, fair);
+            assert!(semaphore.try_acquire());
+            let leaving = queue(&semaphore);
+            assert!(semaphore.free_permit(), "the release sees a waiter");
+            semaphore.cancel(leaving);
+            assert!(
+                semaphore.try_acquire(),
+                "the newcomer takes the freed permit"
+            );
+            let late = queue(&semaphore);
+            semaphore.release_to_waiters();
+            assert_eq!(semaphore.available(), 0);
+            assert!(!poll(&semaphore, late), "nothing was handed over");
+            assert_eq!(semaphore.waiters(), (1, 1));
+            // The newcomer's release serves the waiter.
+            semaphore.release();
+            assert!(poll(&semaphore, late));
+            semaphore.release();
+            assert_eq!(semaphore.available(), 1);
+            assert_eq!(semaphore.waiters(), (0, 0));
+            assert!(!semaphore.has_waiters_bit());
+        }
+    }
+
+    /// Under fair handling a free permit with the waiter bit set is on its way to the queue
+    /// head: a caller arriving in that window queues behind instead of taking it.
+    #[test]
+    fn a_permit_on_its_way_to_the_queue_is_not_free_for_newcomers() {
+        let semaphore = Semaphore::new(1, true);
+        assert!(semaphore.try_acquire());
+        let head = queue(&semaphore);
+        assert!(semaphore.free_permit());
+        assert_eq!(semaphore.available(), 1);
+        assert!(!semaphore.try_acquire());
+        let behind = queue(&semaphore);
+        semaphore.release_to_waiters();
+        assert!(poll(&semaphore, head));
+        assert!(!poll(&semaphore, behind));
+        semaphore.release();
+        assert!(poll(&semaphore, behind));
+        semaphore.release();
+        assert_eq!(semaphore.available(), 1);
+    }
+
+    #[test]
+    fn the_largest_bulkhead_keeps_its_fields_apart() {
+        let semaphore = Semaphore::new(MAX_CONCURRENT_CALLS_LIMIT, true);
+        assert_eq!(semaphore.available(), MAX_CONCURRENT_CALLS_LIMIT);
+        assert!(semaphore.try_acquire());
+        assert_eq!(semaphore.available(), MAX_CONCURRENT_CALLS_LIMIT - 1);
+        semaphore.release();
+        let counts = semaphore.counts();
+        assert_eq!(counts.available, MAX_CONCURRENT_CALLS_LIMIT);
+        assert_eq!(counts.permitted, 1);
+        assert!(!semaphore.has_waiters_bit());
     }
 }

@@ -1,0 +1,288 @@
+//! Model checks of the bulkhead's permit accounting with loom: every interleaving of a few
+//! threads taking, waiting for, cancelling and releasing permits, under fair and unfair call
+//! handling.
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" cargo test -p resilience-runtime --test loom_bulkhead --release
+//! ```
+//!
+//! Each model checks that no more than `max_concurrent_calls` permits are ever held, that all
+//! of them are free again at the end with the counters agreeing, and that no waiter is stranded:
+//! a waiter that is never woken makes `loom::future::block_on` report a deadlock.
+#![cfg(loom)]
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc as StdArc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+use resilience_runtime::{Bulkhead, BulkheadConfig, Clock, ManualClock};
+
+/// Runs `model` over every interleaving with at most `preemptions` preemptions (unless
+/// `LOOM_MAX_PREEMPTIONS` says otherwise), which keeps each model within seconds to a minute.
+fn check(preemptions: usize, model: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(preemptions);
+    }
+    builder.check(model);
+}
+
+/// A bulkhead shared by the model's threads, and a count of the calls it admitted.
+struct Shared {
+    bulkhead: Bulkhead,
+    inside: AtomicUsize,
+}
+
+impl Shared {
+    fn new(max: u32, fair: bool) -> Arc<Self> {
+        let config = BulkheadConfig::builder()
+            .max_concurrent_calls(max)
+            .max_wait_duration(Duration::MAX) // wait forever: no timer under loom
+            .fair_call_handling(fair)
+            .build()
+            .unwrap();
+        Arc::new(Shared {
+            bulkhead: Bulkhead::with_clock("loom", config, Clock::from(ManualClock::new())),
+            inside: AtomicUsize::new(0),
+        })
+    }
+
+    /// Runs one admitted call: asserts the bound while "inside".
+    fn call(&self) {
+        let max = self.bulkhead.max_allowed_concurrent_calls() as usize;
+        let now = self.inside.fetch_add(1, Ordering::SeqCst) + 1;
+        assert!(now <= max, "{now} calls inside a bulkhead of {max}");
+        self.inside.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Waits (async, on loom's executor) for a permit and makes one call.
+    fn acquire_and_call(&self) {
+        let permit = loom::future::block_on(self.bulkhead.acquire()).expect("waits forever");
+        self.call();
+        drop(permit);
+    }
+
+    fn assert_idle(&self) {
+        let metrics = self.bulkhead.metrics();
+        assert_eq!(
+            metrics.available_concurrent_calls(),
+            metrics.max_allowed_concurrent_calls(),
+            "a permit was lost"
+        );
+        assert_eq!(metrics.finished_calls(), metrics.permitted_calls());
+    }
+}
+
+struct NoopWaker;
+
+impl Wake for NoopWaker {
+    fn wake(self: StdArc<Self>) {}
+}
+
+#[test]
+fn try_acquire_never_admits_more_than_max() {
+    for fair in [true, false] {
+        check(4, move || {
+            let shared = Shared::new(1, fair);
+            let others: Vec<_> = (0..2)
+                .map(|_| {
+                    let shared = shared.clone();
+                    thread::spawn(move || {
+                        if let Ok(permit) = shared.bulkhead.try_acquire() {
+                            shared.call();
+                            drop(permit);
+                        }
+                    })
+                })
+                .collect();
+            if let Ok(permit) = shared.bulkhead.try_acquire() {
+                shared.call();
+                drop(permit);
+            }
+            for other in others {
+                other.join().unwrap();
+            }
+            shared.assert_idle();
+            let metrics = shared.bulkhead.metrics();
+            assert_eq!(metrics.permitted_calls() + metrics.rejected_calls(), 3);
+        });
+    }
+}
+
+fn waiters_are_served(fair: bool) {
+    check(4, move || {
+        let shared = Shared::new(1, fair);
+        let other = {
+            let shared = shared.clone();
+            thread::spawn(move || shared.acquire_and_call())
+        };
+        shared.acquire_and_call();
+        other.join().unwrap();
+        shared.assert_idle();
+        assert_eq!(shared.bulkhead.metrics().permitted_calls(), 2);
+    });
+}
+
+#[test]
+fn fair_waiters_are_served() {
+    waiters_are_served(true);
+}
+
+#[test]
+fn unfair_waiters_are_served() {
+    waiters_are_served(false);
+}
+
+/// A newcomer using `try_acquire` races an async waiter for the permit a third thread frees.
+fn newcomer_races_a_waiter(fair: bool) {
+    check(4, move || {
+        let shared = Shared::new(1, fair);
+        let held = shared.bulkhead.try_acquire().unwrap();
+        let waiter = {
+            let shared = shared.clone();
+            thread::spawn(move || shared.acquire_and_call())
+        };
+        let newcomer = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                if let Ok(permit) = shared.bulkhead.try_acquire() {
+                    shared.call();
+                    drop(permit);
+                }
+            })
+        };
+        drop(held);
+        waiter.join().unwrap();
+        newcomer.join().unwrap();
+        shared.assert_idle();
+    });
+}
+
+#[test]
+fn fair_newcomer_races_a_waiter() {
+    newcomer_races_a_waiter(true);
+}
+
+#[test]
+fn unfair_newcomer_races_a_waiter() {
+    newcomer_races_a_waiter(false);
+}
+
+/// A waiter polled once and dropped (cancelled) while the permit is released and another
+/// waiter waits: whatever it had been given (a permit under fair handling, a wake-up under
+/// unfair) must reach the other waiter.
+fn cancelled_waiter_loses_nothing(fair: bool) {
+    check(4, move || {
+        let shared = Shared::new(1, fair);
+        let held = shared.bulkhead.try_acquire().unwrap();
+        let cancelled = {
+            let shared = shared.clone();
+            thread::spawn(move || poll_once_and_cancel(&shared))
+        };
+        let waiter = {
+            let shared = shared.clone();
+            thread::spawn(move || shared.acquire_and_call())
+        };
+        drop(held);
+        cancelled.join().unwrap();
+        waiter.join().unwrap();
+        shared.assert_idle();
+    });
+}
+
+#[test]
+fn fair_cancelled_waiter_loses_nothing() {
+    cancelled_waiter_loses_nothing(true);
+}
+
+#[test]
+fn unfair_cancelled_waiter_loses_nothing() {
+    cancelled_waiter_loses_nothing(false);
+}
+
+/// Polls `acquire()` once with a waker that does nothing, then drops it (cancelling the wait);
+/// a permit it got at once is used and released.
+fn poll_once_and_cancel(shared: &Shared) {
+    let waker = Waker::from(StdArc::new(NoopWaker));
+    let mut acquire = pin!(shared.bulkhead.acquire());
+    if let Poll::Ready(result) = acquire.as_mut().poll(&mut Context::from_waker(&waker)) {
+        let permit = result.expect("waits forever");
+        shared.call();
+        drop(permit);
+    }
+}
+
+/// A release sees waiters, but before it reaches the queue the only waiter cancels, a
+/// newcomer takes the freed permit, and the cancelled caller queues again: the late release
+/// must not hand over (or wake for) a permit that is no longer free.
+fn release_finds_a_different_queue(fair: bool) {
+    // Five preemptions: the release, the cancel, the newcomer and the return all interleave.
+    check(5, move || {
+        let shared = Shared::new(1, fair);
+        let held = shared.bulkhead.try_acquire().unwrap();
+        let returning = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                poll_once_and_cancel(&shared);
+                shared.acquire_and_call();
+            })
+        };
+        let newcomer = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                if let Ok(permit) = shared.bulkhead.try_acquire() {
+                    shared.call();
+                    drop(permit);
+                }
+            })
+        };
+        drop(held);
+        returning.join().unwrap();
+        newcomer.join().unwrap();
+        shared.assert_idle();
+    });
+}
+
+#[test]
+fn fair_release_finds_a_different_queue() {
+    release_finds_a_different_queue(true);
+}
+
+#[test]
+fn unfair_release_finds_a_different_queue() {
+    release_finds_a_different_queue(false);
+}
+
+/// Two permits, three callers: releases and waits interleave with more than one permit free.
+fn two_permits_three_waiters(fair: bool) {
+    check(4, move || {
+        let shared = Shared::new(2, fair);
+        let others: Vec<_> = (0..2)
+            .map(|_| {
+                let shared = shared.clone();
+                thread::spawn(move || shared.acquire_and_call())
+            })
+            .collect();
+        shared.acquire_and_call();
+        for other in others {
+            other.join().unwrap();
+        }
+        shared.assert_idle();
+        assert_eq!(shared.bulkhead.metrics().permitted_calls(), 3);
+    });
+}
+
+#[test]
+fn fair_two_permits_three_waiters() {
+    two_permits_three_waiters(true);
+}
+
+#[test]
+fn unfair_two_permits_three_waiters() {
+    two_permits_three_waiters(false);
+}
