@@ -268,22 +268,7 @@ impl Plan {
         call: impl FnOnce() -> R,
         classify: impl FnOnce(&R) -> CallOutcome,
     ) -> Result<R, Rejected> {
-        let enclosing = Enclosing::current();
-        let mut held = Held::new();
-        for step in &self.steps {
-            if !self.admit_reentry(step, &enclosing, &mut held)? {
-                continue;
-            }
-            let permit = match step {
-                Step::Bulkhead(b) => b.acquire_blocking().map(Permit::Bulkhead),
-                Step::CircuitBreaker(c) => c.try_acquire().map(Permit::CircuitBreaker),
-            };
-            held.push_or_reject(step.id(), permit)?;
-        }
-        let _on_chain = ThreadChain::enter(held.ids());
-        let result = call();
-        held.complete(classify(&result));
-        Ok(result)
+        Ok(self.enter()?.run(call, classify))
     }
 
     /// Runs the future `call` through the guards, waiting asynchronously while a bulkhead
@@ -312,6 +297,61 @@ impl Plan {
     where
         F: Future<Output = R>,
     {
+        Ok(self.enter_async().await?.run_async(call, classify).await)
+    }
+
+    /// Acquires every guard, in order, blocking the thread while a bulkhead makes it wait:
+    /// the first half of [`run`](Plan::run), for callers that need their arguments back when
+    /// the call is refused (a fallback). Run the call with [`Entered::run`]; dropping the
+    /// [`Entered`] instead releases the guards and records nothing.
+    ///
+    /// ```
+    /// use resilience_runtime::{CallOutcome, Guard, Registry};
+    ///
+    /// let registry = Registry::new();
+    /// let plan = registry.plan(&[Guard::circuit_breaker("quotes")])?;
+    /// registry.circuit_breaker("quotes").transition_to_forced_open_state();
+    ///
+    /// let order = String::from("book");
+    /// let quote = match plan.enter() {
+    ///     Ok(entered) => entered.run(move || format!("fresh quote for {order}"), |_| CallOutcome::Success),
+    ///     // `order` was never moved: the fallback still has it.
+    ///     Err(rejected) => format!("cached quote for {order} ({rejected})"),
+    /// };
+    /// assert!(quote.starts_with("cached quote for book"));
+    /// # Ok::<(), resilience_runtime::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The [`Rejected`] of the first guard that refused the call; the guards already acquired
+    /// are released (the breakers among them see a rejection, not a failure).
+    pub fn enter(&self) -> Result<Entered<'_>, Rejected> {
+        let enclosing = Enclosing::current();
+        let mut held = Held::new();
+        for step in &self.steps {
+            if !self.admit_reentry(step, &enclosing, &mut held)? {
+                continue;
+            }
+            let permit = match step {
+                Step::Bulkhead(b) => b.acquire_blocking().map(Permit::Bulkhead),
+                Step::CircuitBreaker(c) => c.try_acquire().map(Permit::CircuitBreaker),
+            };
+            held.push_or_reject(step.id(), permit)?;
+        }
+        Ok(Entered { held, enclosing })
+    }
+
+    /// Acquires every guard, in order, waiting asynchronously while a bulkhead makes it wait:
+    /// the first half of [`run_async`](Plan::run_async). Run the call with
+    /// [`Entered::run_async`]. Cancel-safe: dropping this future while it waits leaves no
+    /// trace and holds no permit.
+    ///
+    /// # Errors
+    ///
+    /// The [`Rejected`] of the first guard that refused the call, as for
+    /// [`enter`](Plan::enter).
+    pub async fn enter_async(&self) -> Result<Entered<'_>, Rejected> {
         let enclosing = Enclosing::current();
         let mut held = Held::new();
         for step in &self.steps {
@@ -324,10 +364,7 @@ impl Plan {
             };
             held.push_or_reject(step.id(), permit)?;
         }
-        let chain = enclosing.extended(held.ids());
-        let result = TASK_CHAIN.scope(chain, call).await;
-        held.complete(classify(&result));
-        Ok(result)
+        Ok(Entered { held, enclosing })
     }
 
     /// Applies the re-entrancy policy to `step`: `Ok(true)` to acquire it, `Ok(false)` to
@@ -352,6 +389,57 @@ impl Plan {
             }
             _ => Ok(false),
         }
+    }
+}
+
+/// A call admitted by every guard of its [`Plan`] and not yet run: the permits, held.
+///
+/// Run the call with [`run`](Entered::run) (sync) or [`run_async`](Entered::run_async); the
+/// permits are released when it ends, on every path. Dropping an `Entered` without running it
+/// releases them and records nothing (an abandoned call).
+#[must_use = "an admitted call holds its permits until it runs or is dropped"]
+pub struct Entered<'a> {
+    held: Held<'a>,
+    enclosing: Enclosing,
+}
+
+impl Entered<'_> {
+    /// Runs `call` while holding the guards, records its outcome as `classify` says, and
+    /// releases the guards innermost first. A panic in `call` releases them (recording
+    /// nothing) and resumes.
+    pub fn run<R>(
+        mut self,
+        call: impl FnOnce() -> R,
+        classify: impl FnOnce(&R) -> CallOutcome,
+    ) -> R {
+        let result = {
+            let _on_chain = ThreadChain::enter(self.held.ids());
+            call()
+        };
+        self.held.complete(classify(&result));
+        result
+    }
+
+    /// Runs the future `call` while holding the guards, records its output as `classify`
+    /// says, and releases the guards innermost first. Dropping the returned future releases
+    /// them and records nothing.
+    pub async fn run_async<R>(
+        mut self,
+        call: impl Future<Output = R>,
+        classify: impl FnOnce(&R) -> CallOutcome,
+    ) -> R {
+        let chain = self.enclosing.extended(self.held.ids());
+        let result = TASK_CHAIN.scope(chain, call).await;
+        self.held.complete(classify(&result));
+        result
+    }
+}
+
+impl fmt::Debug for Entered<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Entered")
+            .field("guards_held", &self.held.len)
+            .finish()
     }
 }
 
