@@ -3,6 +3,7 @@
 
 mod aspect;
 pub mod bulkhead;
+mod call_site;
 mod chain;
 pub mod circuit_breaker;
 mod clock;
@@ -13,7 +14,8 @@ mod sync;
 
 pub use aspect::Aspect;
 pub use bulkhead::{Bulkhead, BulkheadConfig, BulkheadPermit};
-pub use chain::{CallOutcome, Guard, Plan, PlanCache, ReentrancyPolicy};
+pub use call_site::{CallSite, UnconfiguredGuard, Validation};
+pub use chain::{CallOutcome, Entered, Guard, Plan, PlanCache, ReentrancyPolicy};
 pub use circuit_breaker::{
     CircuitBreaker, CircuitBreakerConfig, CircuitPermit, CircuitState, SlidingWindow,
 };
@@ -27,4 +29,63 @@ pub(crate) fn next_instance_id() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(1);
     NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+pub use resilience_macros::{bulkhead, circuit_breaker};
+
+/// What the attribute macros expand to. Not a public API: names here change without notice.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::call_site::{CallSite, CallSiteEntry};
+    pub use crate::chain::{CallOutcome, Guard, Plan};
+    pub use crate::error::Rejected;
+    pub use inventory;
+
+    /// How a guarded function's `Result` counts for its breaker: `Ok` is a success; an `Err`
+    /// is ignored if `ignore` says so, else a failure if `record` says so, else a success
+    /// (Resilience4j's `ignoreExceptions` / `recordExceptions`).
+    #[inline]
+    pub fn classify<T, E>(
+        result: &Result<T, E>,
+        ignore: impl FnOnce(&E) -> bool,
+        record: impl FnOnce(&E) -> bool,
+    ) -> CallOutcome {
+        match result {
+            Ok(_) => CallOutcome::Success,
+            Err(e) if ignore(e) => CallOutcome::Ignored,
+            Err(e) if record(e) => CallOutcome::Failure,
+            Err(_) => CallOutcome::Success,
+        }
+    }
+
+    /// The error a rejection becomes when the function returns `Result<T, E>`.
+    #[inline]
+    pub fn rejection_into<E: FromRejected>(rejected: Rejected) -> E {
+        E::from_rejected(rejected)
+    }
+
+    /// An error type that can carry a rejection: every `E: From<Rejected>`.
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` cannot carry a rejection of a guarded call",
+        label = "the error type of this guarded function",
+        note = "implement `From<resilience_runtime::Rejected>` for `{Self}`, or name a fallback: `fallback = on_rejected`"
+    )]
+    pub trait FromRejected {
+        /// Converts the rejection.
+        fn from_rejected(rejected: Rejected) -> Self;
+    }
+
+    impl<E: From<Rejected>> FromRejected for E {
+        #[inline]
+        fn from_rejected(rejected: Rejected) -> Self {
+            E::from(rejected)
+        }
+    }
+
+    /// The value of the last expression, typed as `T`: lets a generated block tell the compiler
+    /// what the guarded body returns before it is run.
+    #[inline(always)]
+    pub fn typed<T>(value: T) -> T {
+        value
+    }
 }

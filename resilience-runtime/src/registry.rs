@@ -1,6 +1,6 @@
 //! [`Registry`]: named configurations, guard instances, the precedence table.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -9,6 +9,7 @@ use once_cell::sync::Lazy;
 
 use crate::aspect::Aspect;
 use crate::bulkhead::{Bulkhead, BulkheadConfig};
+use crate::call_site::{self, CallSite, Validation};
 use crate::chain::{Guard, GuardListError, Plan, ReentrancyPolicy};
 use crate::circuit_breaker::{CircuitBreaker, CircuitBreakerConfig};
 use crate::clock::Clock;
@@ -318,6 +319,71 @@ impl Registry {
     /// The re-entrancy policy in force ([`ReentrancyPolicy::PassThrough`] by default).
     pub fn reentrancy_policy(&self) -> ReentrancyPolicy {
         self.read().reentrancy
+    }
+
+    // ----- call sites -----
+
+    /// Every function guarded by the attribute macros in the crates linked into this program,
+    /// sorted by file and line. A crate whose guarded functions are not linked in (nothing
+    /// calls into it) contributes none.
+    pub fn call_sites(&self) -> Vec<&'static CallSite> {
+        call_site::all()
+    }
+
+    /// Checks the instance names used by the annotations against this registry's
+    /// configurations, so a service can fail fast at startup.
+    ///
+    /// ```
+    /// use resilience_runtime::Registry;
+    ///
+    /// let registry = Registry::new();
+    /// // No annotation in this program: nothing is missing.
+    /// let report = registry.validate().expect("every used name is configured");
+    /// assert!(report.unconfigured.is_empty());
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`Validation`] listing every instance name used by an annotation that has no
+    /// configuration of its own (it would run on the default), with the functions using it.
+    /// Configurations that no annotation uses are listed in the report either way (a base
+    /// configuration counts as used).
+    pub fn validate(&self) -> Result<Validation, Validation> {
+        call_site::validate(self, &call_site::all())
+    }
+
+    /// The names configured explicitly, per aspect kind.
+    pub(crate) fn configured_names(&self) -> Vec<(Aspect, String)> {
+        let state = self.read();
+        let bulkheads = state
+            .bulkheads
+            .configs
+            .keys()
+            .map(|n| (Aspect::Bulkhead, n.to_string()));
+        let breakers = state
+            .circuit_breakers
+            .configs
+            .keys()
+            .map(|n| (Aspect::CircuitBreaker, n.to_string()));
+        bulkheads.chain(breakers).collect()
+    }
+
+    /// The names other configurations use as their base.
+    pub(crate) fn base_names(&self) -> BTreeSet<(Aspect, String)> {
+        let state = self.read();
+        let bulkheads = state
+            .bulkheads
+            .configs
+            .values()
+            .filter_map(|c| c.base())
+            .map(|b| (Aspect::Bulkhead, b.to_owned()));
+        let breakers = state
+            .circuit_breakers
+            .configs
+            .values()
+            .filter_map(|c| c.base())
+            .map(|b| (Aspect::CircuitBreaker, b.to_owned()));
+        bulkheads.chain(breakers).collect()
     }
 
     // ----- plans -----

@@ -1,0 +1,127 @@
+//! Collects the aspect attributes stacked on one item, strips them, and rejects what cannot
+//! stand together: the same aspect twice, a second `fallback` or `crate`.
+
+use proc_macro2::Span;
+use syn::spanned::Spanned;
+use syn::{Attribute, Meta, Path};
+
+use crate::args::{AspectArgs, Kind, PathArg};
+
+/// The aspects of one guarded function, in the order written, and the item-level arguments.
+pub(crate) struct Stack {
+    pub(crate) aspects: Vec<AspectArgs>,
+    pub(crate) fallback: Option<PathArg>,
+    pub(crate) krate: Path,
+}
+
+impl Stack {
+    /// The `ignore` / `record` predicates (only a circuit breaker takes them).
+    pub(crate) fn breaker(&self) -> Option<&AspectArgs> {
+        self.aspects.iter().find(|a| a.kind == Kind::CircuitBreaker)
+    }
+}
+
+/// Removes every aspect attribute of this crate from `attrs` (matched by the last segment of
+/// its path) and parses each.
+pub(crate) fn strip(attrs: &mut Vec<Attribute>) -> Vec<syn::Result<AspectArgs>> {
+    let mut found = Vec::new();
+    attrs.retain(|attr| match Kind::of_path(attr.path()) {
+        Some(kind) => {
+            found.push(parse_attr(kind, attr));
+            false
+        }
+        None => true,
+    });
+    found
+}
+
+fn parse_attr(kind: Kind, attr: &Attribute) -> syn::Result<AspectArgs> {
+    let span = attr_span(attr);
+    match &attr.meta {
+        Meta::List(list) => AspectArgs::parse(kind, span, list.tokens.clone()),
+        _ => Err(syn::Error::new(
+            span,
+            format!(
+                "missing `name`: name the instance, as in `#[{}(name = \"orders\")]`",
+                kind.attr_name()
+            ),
+        )),
+    }
+}
+
+/// The span errors about a whole attribute point at: the last segment of its path.
+fn attr_span(attr: &Attribute) -> Span {
+    attr.path()
+        .segments
+        .last()
+        .map_or_else(|| attr.span(), |s| s.ident.span())
+}
+
+/// Puts the parsed aspects of one function together. `inherited` are those of the impl block
+/// around it, which apply to it too.
+pub(crate) fn build(inherited: &[AspectArgs], own: Vec<AspectArgs>) -> syn::Result<Stack> {
+    let mut errors: Option<syn::Error> = None;
+    let mut push = |e: syn::Error| match &mut errors {
+        Some(all) => all.combine(e),
+        None => errors = Some(e),
+    };
+
+    let mut aspects: Vec<AspectArgs> = inherited.to_vec();
+    for aspect in own {
+        if inherited.iter().any(|i| i.kind == aspect.kind) {
+            push(syn::Error::new(
+                aspect.span,
+                format!(
+                    "`#[{0}]` is already applied to every method of this impl block; remove \
+                     this `#[{0}]`, or the one on the impl block",
+                    aspect.kind.attr_name()
+                ),
+            ));
+        } else if aspects.iter().any(|a| a.kind == aspect.kind) {
+            push(syn::Error::new(
+                aspect.span,
+                format!(
+                    "`#[{0}]` is applied twice to this function; a call takes each aspect once, \
+                     so remove one `#[{0}]`",
+                    aspect.kind.attr_name()
+                ),
+            ));
+        } else {
+            aspects.push(aspect);
+        }
+    }
+
+    let mut fallback: Option<(PathArg, Kind)> = None;
+    let mut krate: Option<PathArg> = None;
+    for aspect in &aspects {
+        if let Some(f) = &aspect.fallback {
+            match &fallback {
+                Some((_, first)) => push(syn::Error::new(
+                    f.key.span(),
+                    format!(
+                        "`fallback` is already given on `#[{}]`; give it once per function",
+                        first.attr_name()
+                    ),
+                )),
+                None => fallback = Some((f.clone(), aspect.kind)),
+            }
+        }
+        if let Some(k) = &aspect.krate {
+            match &krate {
+                Some(_) => push(syn::Error::new(
+                    k.key.span(),
+                    "`crate` is already given on another attribute of this function; give it once",
+                )),
+                None => krate = Some(k.clone()),
+            }
+        }
+    }
+    if let Some(e) = errors {
+        return Err(e);
+    }
+    Ok(Stack {
+        aspects,
+        fallback: fallback.map(|(f, _)| f),
+        krate: krate.map_or_else(|| syn::parse_quote!(::resilience_runtime), |k| k.path),
+    })
+}

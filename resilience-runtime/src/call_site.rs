@@ -1,0 +1,207 @@
+//! [`CallSite`]: a guarded function as the macros record it, listed by
+//! [`Registry::call_sites`] and checked by [`Registry::validate`].
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::aspect::Aspect;
+use crate::chain::{Guard, Plan, PlanCache};
+use crate::registry::Registry;
+
+/// A function guarded by the attribute macros: where it is, and which guards it runs through.
+///
+/// Each guarded function owns one `CallSite` in a `static`, registered at program start (with
+/// `inventory`), and its plan cache. Only the crates linked into the program register their
+/// call sites: a library whose guarded functions are never linked in has none listed.
+pub struct CallSite {
+    module_path: &'static str,
+    function: &'static str,
+    file: &'static str,
+    line: u32,
+    plan: PlanCache,
+}
+
+impl CallSite {
+    /// A call site; the macros build one per guarded function.
+    #[doc(hidden)]
+    pub const fn new(
+        module_path: &'static str,
+        function: &'static str,
+        file: &'static str,
+        line: u32,
+        guards: &'static [Guard<'static>],
+    ) -> Self {
+        CallSite {
+            module_path,
+            function,
+            file,
+            line,
+            plan: PlanCache::new(guards),
+        }
+    }
+
+    /// The module the function is in (`my_service::orders`).
+    pub fn module_path(&self) -> &'static str {
+        self.module_path
+    }
+
+    /// The function's name (`create_order`).
+    pub fn function(&self) -> &'static str {
+        self.function
+    }
+
+    /// The source file.
+    pub fn file(&self) -> &'static str {
+        self.file
+    }
+
+    /// The line of the function's name in the source file.
+    pub fn line(&self) -> u32 {
+        self.line
+    }
+
+    /// The guards as written on the function (not in execution order; see
+    /// [`Registry::precedence`]).
+    pub fn guards(&self) -> &'static [Guard<'static>] {
+        self.plan.guards()
+    }
+
+    /// This call site's plan in the global registry, cached.
+    #[doc(hidden)]
+    pub fn plan(&self) -> Arc<Plan> {
+        self.plan.get(Registry::global())
+    }
+}
+
+impl fmt::Debug for CallSite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallSite")
+            .field(
+                "function",
+                &format_args!("{}::{}", self.module_path, self.function),
+            )
+            .field("location", &format_args!("{}:{}", self.file, self.line))
+            .field("guards", &self.guards())
+            .finish()
+    }
+}
+
+/// The entry the macros submit to `inventory` for each call site.
+#[doc(hidden)]
+pub struct CallSiteEntry(pub &'static CallSite);
+
+inventory::collect!(CallSiteEntry);
+
+/// Every call site linked into the program, sorted by file and line.
+pub(crate) fn all() -> Vec<&'static CallSite> {
+    let mut sites: Vec<&'static CallSite> = inventory::iter::<CallSiteEntry>
+        .into_iter()
+        .map(|entry| entry.0)
+        .collect();
+    sites.sort_by_key(|s| (s.file, s.line, s.module_path, s.function));
+    sites
+}
+
+/// What [`Registry::validate`] found: instance names the annotations use without a
+/// configuration of their own (an error at startup), and configurations nothing uses.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Validation {
+    /// Guards used by annotations whose name was never configured (they run on the default
+    /// configuration), with the functions that use them.
+    pub unconfigured: Vec<UnconfiguredGuard>,
+    /// Configured names that no annotation uses (a typo, or a configuration left behind).
+    pub unused: Vec<(Aspect, String)>,
+}
+
+/// An instance name used by annotations but never configured.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnconfiguredGuard {
+    /// The aspect kind.
+    pub aspect: Aspect,
+    /// The instance name.
+    pub name: String,
+    /// The functions that use it, as `module::function (file:line)`.
+    pub used_by: Vec<String>,
+}
+
+impl Validation {
+    /// Whether every name the annotations use is configured.
+    pub fn is_ok(&self) -> bool {
+        self.unconfigured.is_empty()
+    }
+}
+
+impl fmt::Display for Validation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.unconfigured.is_empty() && self.unused.is_empty() {
+            return f.write_str("every guard used by an annotation is configured");
+        }
+        for guard in &self.unconfigured {
+            writeln!(
+                f,
+                "{} `{}` has no configuration (it runs on the default); used by {}",
+                guard.aspect,
+                guard.name,
+                guard.used_by.join(", ")
+            )?;
+        }
+        for (aspect, name) in &self.unused {
+            writeln!(
+                f,
+                "{aspect} `{name}` is configured but no annotation uses it"
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Validation {}
+
+/// Checks `sites` against the configured names of `registry`.
+pub(crate) fn validate(
+    registry: &Registry,
+    sites: &[&'static CallSite],
+) -> Result<Validation, Validation> {
+    let configured: BTreeSet<(Aspect, String)> = registry.configured_names().into_iter().collect();
+    let mut used: BTreeSet<(Aspect, String)> = BTreeSet::new();
+    let mut unconfigured: Vec<UnconfiguredGuard> = Vec::new();
+    for site in sites {
+        for guard in site.guards() {
+            let key = (guard.aspect(), guard.name().to_owned());
+            let user = format!(
+                "{}::{} ({}:{})",
+                site.module_path, site.function, site.file, site.line
+            );
+            if !configured.contains(&key) {
+                match unconfigured
+                    .iter_mut()
+                    .find(|u| u.aspect == key.0 && u.name == key.1)
+                {
+                    Some(existing) => existing.used_by.push(user),
+                    None => unconfigured.push(UnconfiguredGuard {
+                        aspect: key.0,
+                        name: key.1.clone(),
+                        used_by: vec![user],
+                    }),
+                }
+            }
+            used.insert(key);
+        }
+    }
+    let bases = registry.base_names();
+    let unused = configured
+        .into_iter()
+        .filter(|key| !used.contains(key) && !bases.contains(key))
+        .collect();
+    unconfigured.sort_by(|a, b| (a.aspect, &a.name).cmp(&(b.aspect, &b.name)));
+    let validation = Validation {
+        unconfigured,
+        unused,
+    };
+    if validation.is_ok() {
+        Ok(validation)
+    } else {
+        Err(validation)
+    }
+}
