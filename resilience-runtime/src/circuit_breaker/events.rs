@@ -209,6 +209,7 @@ impl EventBuf {
         }
     }
 
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -263,9 +264,6 @@ impl Subscribers {
 
     /// Delivers `events` to every callback, in order. Called with no lock held.
     pub(crate) fn deliver(&self, name: &Name, events: &EventBuf) {
-        if events.is_empty() {
-            return;
-        }
         let list = self.list.load_full();
         for event in events.items[..events.len].iter().flatten() {
             let event = event.into_event(name);

@@ -375,7 +375,7 @@ impl CircuitBreaker {
                 shared.not_permitted.load(Ordering::Relaxed),
             )
         };
-        self.shared.after_unlock(fx);
+        self.shared.after_unlock(&fx);
         metrics
     }
 
@@ -478,7 +478,7 @@ impl CircuitBreaker {
             }
             fx.events.push(Ev::Reset);
         }
-        shared.after_unlock(fx);
+        shared.after_unlock(&fx);
     }
 
     /// Calls `callback` with every event of this breaker, synchronously, on the thread that
@@ -570,7 +570,7 @@ impl Shared {
             };
             kind.map(|kind| (core.epoch, kind))
         };
-        self.after_unlock(fx);
+        self.after_unlock(&fx);
         match granted {
             Ok((epoch, kind)) => Ok(CircuitPermit {
                 shared: self,
@@ -590,7 +590,7 @@ impl Shared {
             self.observe_time(&mut core, now, false, &mut fx);
             core.state
         };
-        self.after_unlock(fx);
+        self.after_unlock(&fx);
         state
     }
 
@@ -661,7 +661,7 @@ impl Shared {
             let mut core = lock(&self.core);
             self.transition(&mut core, to, now, &mut fx);
         }
-        self.after_unlock(fx);
+        self.after_unlock(&fx);
     }
 
     /// Records how a permit of `epoch` taken at `start` ended.
@@ -676,7 +676,7 @@ impl Shared {
                 self.record(&mut core, finish, elapsed, now, &mut fx);
             }
         }
-        self.after_unlock(fx);
+        self.after_unlock(&fx);
     }
 
     /// Records an outcome of the current epoch.
@@ -748,11 +748,14 @@ impl Shared {
     }
 
     /// Delivers the events gathered under the lock and starts the requested timer.
-    fn after_unlock(self: &Arc<Self>, fx: Effects) {
+    #[inline]
+    fn after_unlock(self: &Arc<Self>, fx: &Effects) {
         if let Some((epoch, deadline)) = fx.timer {
             self.start_timer(epoch, deadline);
         }
-        self.subscribers.deliver(&self.name, &fx.events);
+        if !fx.events.is_empty() {
+            self.subscribers.deliver(&self.name, &fx.events);
+        }
     }
 
     /// Wakes up at `deadline` to apply a time-driven transition of `epoch`, on the runtime the

@@ -1,0 +1,184 @@
+//! Model-checks the half-open permit accounting of the circuit breaker under every
+//! interleaving loom explores: never more probes than permitted, probes given back are
+//! re-acquirable, and the atomic state mirror agrees with the state machine behind the lock.
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" cargo test -p resilience-runtime --test loom_circuit_breaker --release
+//! ```
+
+#![cfg(loom)]
+
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+
+use resilience_runtime::{
+    CircuitBreaker, CircuitBreakerConfig, CircuitState, Clock, ManualClock, Rejected,
+};
+
+/// A half-open breaker with `probes` probe calls, on a manual clock that never moves.
+fn half_open(probes: u32) -> CircuitBreaker {
+    let config = CircuitBreakerConfig::builder()
+        .permitted_calls_in_half_open_state(probes)
+        .build()
+        .unwrap();
+    let cb = CircuitBreaker::with_clock("loom", config, Clock::from(ManualClock::new()));
+    cb.transition_to_half_open_state();
+    cb
+}
+
+/// Explores the interleavings of `f`: exhaustively for two threads; for three, up to a
+/// preemption bound (loom's advice: most concurrency bugs need few preemptions), so that the
+/// whole file runs in seconds.
+fn model(threads: usize, f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    if threads > 2 {
+        builder.preemption_bound = Some(4);
+    }
+    builder.check(f);
+}
+
+fn is_half_open_refusal(result: &Result<(), Rejected>) -> bool {
+    matches!(
+        result,
+        Err(Rejected::CallNotPermitted {
+            state: CircuitState::HalfOpen,
+            ..
+        })
+    )
+}
+
+/// Three callers race for two probes and give them back (abandoned calls): at no point are
+/// more than two held, and afterwards both are available again.
+#[test]
+fn probes_in_flight_never_exceed_the_limit_and_come_back() {
+    model(3, || {
+        let cb = Arc::new(half_open(2));
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let threads: Vec<_> = (0..3)
+            .map(|_| {
+                let (cb, in_flight) = (Arc::clone(&cb), Arc::clone(&in_flight));
+                thread::spawn(move || match cb.try_acquire() {
+                    Ok(permit) => {
+                        assert!(permit.is_probe());
+                        let held = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                        assert!(held <= 2, "{held} probes held, 2 permitted");
+                        in_flight.fetch_sub(1, Ordering::SeqCst);
+                        drop(permit); // abandoned: given back
+                    }
+                    Err(rejected) => assert!(is_half_open_refusal(&Err(rejected))),
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(cb.state(), CircuitState::HalfOpen);
+        let a = cb.try_acquire().expect("first probe given back");
+        let b = cb.try_acquire().expect("second probe given back");
+        assert!(is_half_open_refusal(&cb.try_acquire().map(drop)));
+        drop((a, b));
+    });
+}
+
+/// Three callers race for two probes and record successes: the breaker closes exactly once,
+/// at most one caller is refused, and a caller that came after the close recorded into the
+/// fresh closed window.
+#[test]
+fn racing_successful_probes_close_the_breaker_once() {
+    model(3, || {
+        let cb = Arc::new(half_open(2));
+        let threads: Vec<_> = (0..3)
+            .map(|_| {
+                let cb = Arc::clone(&cb);
+                thread::spawn(move || match cb.try_acquire() {
+                    Ok(permit) => {
+                        let probe = permit.is_probe();
+                        permit.record_success();
+                        Ok(probe)
+                    }
+                    Err(rejected) => Err(rejected),
+                })
+            })
+            .collect();
+        let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        let probes = results.iter().filter(|r| matches!(r, Ok(true))).count();
+        let closed_calls = results.iter().filter(|r| matches!(r, Ok(false))).count();
+        let refused = results.iter().filter(|r| r.is_err()).count();
+        assert_eq!(probes, 2, "{results:?}");
+        assert_eq!(closed_calls + refused, 1, "{results:?}");
+        // The atomic mirror read by state() agrees with the state machine.
+        assert_eq!(cb.state(), CircuitState::Closed);
+        let metrics = cb.metrics();
+        assert_eq!(metrics.number_of_buffered_calls() as usize, closed_calls);
+        assert_eq!(metrics.number_of_not_permitted_calls() as usize, 0);
+    });
+}
+
+/// One caller abandons its probe while another takes one and fails: the abandoned probe is
+/// never lost (a refused caller leaves a probe to take), and a recorded failure opens.
+#[test]
+fn a_given_back_probe_is_never_lost() {
+    model(2, || {
+        let cb = Arc::new(half_open(1));
+        let abandon = {
+            let cb = Arc::clone(&cb);
+            thread::spawn(move || {
+                if let Ok(permit) = cb.try_acquire() {
+                    drop(permit);
+                }
+            })
+        };
+        let fail = {
+            let cb = Arc::clone(&cb);
+            thread::spawn(move || match cb.try_acquire() {
+                Ok(permit) => {
+                    permit.record_failure();
+                    true
+                }
+                Err(_) => false,
+            })
+        };
+        abandon.join().unwrap();
+        let failed = fail.join().unwrap();
+        if failed {
+            assert_eq!(cb.state(), CircuitState::Open);
+            assert!(cb.try_acquire().is_err());
+        } else {
+            assert_eq!(cb.state(), CircuitState::HalfOpen);
+            let probe = cb
+                .try_acquire()
+                .expect("the abandoned probe was given back");
+            probe.record_success();
+            assert_eq!(cb.state(), CircuitState::Closed);
+        }
+    });
+}
+
+/// A manual transition races with a probe: the probe's outcome is recorded only in the epoch
+/// it was taken in, so the closed window never receives a stale half-open failure, and the
+/// state mirror matches what the lock holds.
+#[test]
+fn a_stale_probe_does_not_reach_the_next_state() {
+    model(2, || {
+        let cb = Arc::new(half_open(1));
+        let prober = {
+            let cb = Arc::clone(&cb);
+            thread::spawn(move || match cb.try_acquire() {
+                Ok(permit) => {
+                    let probe = permit.is_probe();
+                    permit.record_failure();
+                    Some(probe)
+                }
+                Err(_) => None,
+            })
+        };
+        cb.transition_to_closed_state();
+        let probe = prober.join().unwrap();
+        // The manual close is the last transition: nothing the prober did reopens it.
+        assert_eq!(cb.state(), CircuitState::Closed);
+        // Only a call taken after the close is in the closed window.
+        let expected = usize::from(probe == Some(false));
+        assert_eq!(cb.metrics().number_of_buffered_calls() as usize, expected);
+    });
+}
