@@ -86,10 +86,17 @@ fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<Asp
         let key = Ident::parse_any(input)?;
         let key_str = key.to_string();
         if !kind.valid_keys().contains(&key_str.as_str()) {
+            let elsewhere = if kind == Kind::Bulkhead
+                && matches!(key_str.as_str(), "ignore" | "record")
+            {
+                format!(" (`{key_str}` chooses what a breaker records: give it on `#[circuit_breaker]`)")
+            } else {
+                String::new()
+            };
             return Err(syn::Error::new(
                 key.span(),
                 format!(
-                    "unknown argument `{key_str}` for `#[{}]`; valid arguments are {}",
+                    "unknown argument `{key_str}` for `#[{}]`; valid arguments are {}{elsewhere}",
                     kind.attr_name(),
                     list(kind.valid_keys())
                 ),

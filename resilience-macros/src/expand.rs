@@ -1,12 +1,13 @@
 //! Code generation: one guarded body per function, for sync fns, `async fn`s and the shape
 //! `#[async_trait]` leaves behind. Nothing outside this module calls `quote!`.
 
-use proc_macro2::{Span, TokenStream, TokenTree};
+use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::{
-    Attribute, Block, Expr, ExprAsync, FnArg, GenericArgument, Ident, ImplItem, Item, ItemFn,
-    ItemImpl, Pat, PathArguments, ReturnType, Signature, Stmt, Type, TypeParamBound, Visibility,
+    AttrStyle, Attribute, Block, Expr, ExprAsync, FnArg, GenericArgument, Ident, ImplItem, Item,
+    ItemFn, ItemImpl, Pat, PathArguments, ReturnType, Signature, Stmt, TraitItemFn, Type,
+    TypeParamBound, Visibility,
 };
 
 use crate::args::{AspectArgs, Kind};
@@ -18,30 +19,61 @@ pub(crate) fn attribute(kind: Kind, args: TokenStream, item: TokenStream) -> Tok
     match syn::parse2::<Item>(item.clone()) {
         Ok(Item::Fn(function)) => expand_item_fn(first, function),
         Ok(Item::Impl(block)) => expand_impl(first, block),
-        Ok(Item::Verbatim(tokens)) if looks_like_fn_without_body(&tokens) => with_item(
-            syn::Error::new_spanned(
-                &tokens,
-                format!(
-                    "`#[{}]` needs a function body to guard; put it on the method of the impl \
-                     block instead of the trait's declaration",
-                    kind.attr_name()
-                ),
-            ),
-            tokens,
-        ),
-        Ok(other) => with_item(
-            syn::Error::new(
-                Span::call_site(),
-                format!(
-                    "`#[{}]` guards a function, a method, or every method of an impl block; it \
-                     cannot be applied here",
-                    kind.attr_name()
-                ),
-            ),
-            other.into_token_stream(),
-        ),
+        Ok(Item::Verbatim(tokens)) => match syn::parse2::<TraitItemFn>(tokens.clone()) {
+            Ok(mut declaration) => {
+                let _ = stack::strip(&mut declaration.attrs);
+                with_item(
+                    syn::Error::new_spanned(
+                        &declaration.sig,
+                        format!(
+                            "`#[{}]` needs a function body to guard; put it on the method of \
+                             the impl block instead of the trait's declaration",
+                            kind.attr_name()
+                        ),
+                    ),
+                    declaration.into_token_stream(),
+                )
+            }
+            Err(_) => with_item(not_a_function(kind, "this item"), tokens),
+        },
+        Ok(mut other) => {
+            let what = strip_item(&mut other);
+            with_item(not_a_function(kind, what), other.into_token_stream())
+        }
         Err(e) => with_item(e, item),
     }
+}
+
+fn not_a_function(kind: Kind, what: &str) -> syn::Error {
+    syn::Error::new(
+        Span::call_site(),
+        format!(
+            "`#[{}]` guards a function, a method, or every method of an impl block; it cannot \
+             be applied to {what}",
+            kind.attr_name()
+        ),
+    )
+}
+
+/// Removes this crate's attributes from an item that cannot be guarded (so they do not
+/// report the same mistake again), and says what the item is.
+fn strip_item(item: &mut Item) -> &'static str {
+    let (attrs, what) = match item {
+        Item::Struct(i) => (&mut i.attrs, "a struct"),
+        Item::Enum(i) => (&mut i.attrs, "an enum"),
+        Item::Union(i) => (&mut i.attrs, "a union"),
+        Item::Trait(i) => (&mut i.attrs, "a trait"),
+        Item::Mod(i) => (&mut i.attrs, "a module"),
+        Item::Const(i) => (&mut i.attrs, "a constant"),
+        Item::Static(i) => (&mut i.attrs, "a static"),
+        Item::Type(i) => (&mut i.attrs, "a type alias"),
+        Item::Use(i) => (&mut i.attrs, "a `use` declaration"),
+        Item::ForeignMod(i) => (&mut i.attrs, "an extern block"),
+        Item::Macro(i) => (&mut i.attrs, "a macro invocation"),
+        _ => return "this item",
+    };
+    let _ = stack::strip(attrs);
+    what
 }
 
 /// The error followed by the item, so one mistake gives one message and the rest of the
@@ -50,13 +82,6 @@ fn with_item(error: syn::Error, item: TokenStream) -> TokenStream {
     let mut tokens = error.to_compile_error();
     tokens.extend(item);
     tokens
-}
-
-fn looks_like_fn_without_body(tokens: &TokenStream) -> bool {
-    tokens
-        .clone()
-        .into_iter()
-        .any(|t| matches!(&t, TokenTree::Ident(i) if i == "fn"))
 }
 
 /// Combines the errors of several parsed attributes, keeping the successes.
@@ -75,27 +100,56 @@ fn split(results: Vec<syn::Result<AspectArgs>>) -> (Vec<AspectArgs>, Option<syn:
     (ok, errors)
 }
 
+/// `use` declarations of the stacked attributes' imports (`use resilience_runtime::bulkhead`),
+/// which the topmost attribute strips before rustc resolves them: without these, the
+/// import of every attribute but the topmost would be reported as unused.
+fn keep_imports_used(paths: &[syn::Path]) -> TokenStream {
+    quote! {
+        #(
+            #[allow(unused_imports)]
+            use #paths as _;
+        )*
+    }
+}
+
+/// `block` with `prelude` run first (for items emitted unguarded next to an error).
+fn prepend(block: &mut Block, prelude: TokenStream) {
+    if prelude.is_empty() {
+        return;
+    }
+    let prelude: Block = syn::parse_quote!({ #prelude });
+    let mut stmts = prelude.stmts;
+    stmts.append(&mut block.stmts);
+    block.stmts = stmts;
+}
+
 fn expand_item_fn(first: syn::Result<AspectArgs>, mut function: ItemFn) -> TokenStream {
+    let imports = keep_imports_used(&stack::imports(&function.attrs));
     let mut parsed = vec![first];
     parsed.extend(stack::strip(&mut function.attrs));
     let (aspects, errors) = split(parsed);
-    if let Some(e) = errors {
-        return with_item(e, function.into_token_stream());
-    }
-    let guarded = stack::build(&[], aspects).and_then(|stack| {
-        guard_fn(
-            &stack,
-            &function.attrs,
-            &function.vis,
-            TokenStream::new(),
-            &function.sig,
-            &function.block,
-        )
-    });
-    guarded.unwrap_or_else(|e| with_item(e, function.into_token_stream()))
+    let guarded = match errors {
+        Some(e) => Err(e),
+        None => stack::build(&[], aspects).and_then(|stack| {
+            guard_fn(
+                &stack,
+                &function.attrs,
+                &function.vis,
+                TokenStream::new(),
+                &function.sig,
+                &function.block,
+                &imports,
+            )
+        }),
+    };
+    guarded.unwrap_or_else(|e| {
+        prepend(&mut function.block, imports);
+        with_item(e, function.into_token_stream())
+    })
 }
 
 fn expand_impl(first: syn::Result<AspectArgs>, mut block: ItemImpl) -> TokenStream {
+    let impl_imports = keep_imports_used(&stack::imports(&block.attrs));
     let mut parsed = vec![first];
     parsed.extend(stack::strip(&mut block.attrs));
     let (impl_aspects, mut errors) = split(parsed);
@@ -119,8 +173,16 @@ fn expand_impl(first: syn::Result<AspectArgs>, mut block: ItemImpl) -> TokenStre
         Err(e) => push(&mut errors, e),
     }
     if let Some(e) = errors {
-        strip_methods(&mut block);
-        return with_item(e, block.into_token_stream());
+        for item in &mut block.items {
+            if let ImplItem::Fn(method) = item {
+                let imports = keep_imports_used(&stack::imports(&method.attrs));
+                let _ = stack::strip(&mut method.attrs);
+                prepend(&mut method.block, imports);
+            }
+        }
+        let mut tokens = with_item(e, block.into_token_stream());
+        tokens.extend(quote!(const _: () = { #impl_imports };));
+        return tokens;
     }
 
     let mut method_errors: Option<syn::Error> = None;
@@ -130,6 +192,8 @@ fn expand_impl(first: syn::Result<AspectArgs>, mut block: ItemImpl) -> TokenStre
             block.items.push(item);
             continue;
         };
+        let mut imports = impl_imports.clone();
+        imports.extend(keep_imports_used(&stack::imports(&method.attrs)));
         let (own, errors) = split(stack::strip(&mut method.attrs));
         let guarded = match errors {
             Some(e) => Err(e),
@@ -141,6 +205,7 @@ fn expand_impl(first: syn::Result<AspectArgs>, mut block: ItemImpl) -> TokenStre
                     method.defaultness.into_token_stream(),
                     &method.sig,
                     &method.block,
+                    &imports,
                 )
             }),
         };
@@ -148,6 +213,7 @@ fn expand_impl(first: syn::Result<AspectArgs>, mut block: ItemImpl) -> TokenStre
             Ok(tokens) => block.items.push(ImplItem::Verbatim(tokens)),
             Err(e) => {
                 push(&mut method_errors, e);
+                prepend(&mut method.block, imports);
                 block.items.push(ImplItem::Fn(method));
             }
         }
@@ -155,16 +221,6 @@ fn expand_impl(first: syn::Result<AspectArgs>, mut block: ItemImpl) -> TokenStre
     match method_errors {
         Some(e) => with_item(e, block.into_token_stream()),
         None => block.into_token_stream(),
-    }
-}
-
-/// Removes this crate's attributes from every method, so an impl block emitted with an error
-/// does not expand them again (one mistake, one message).
-fn strip_methods(block: &mut ItemImpl) {
-    for item in &mut block.items {
-        if let ImplItem::Fn(method) = item {
-            let _ = stack::strip(&mut method.attrs);
-        }
     }
 }
 
@@ -187,8 +243,17 @@ fn guard_fn(
     defaultness: TokenStream,
     sig: &Signature,
     block: &Block,
+    imports: &TokenStream,
 ) -> syn::Result<TokenStream> {
     let attr = stack.aspects[0].kind.attr_name();
+    if let Some(track_caller) = attrs.iter().find(|a| a.path().is_ident("track_caller")) {
+        return Err(syn::Error::new_spanned(
+            track_caller,
+            format!(
+                "`#[{attr}]` cannot keep `#[track_caller]`: the body runs inside the guard, so                  the caller's location would be lost; remove one of them"
+            ),
+        ));
+    }
     if let Some(constness) = &sig.constness {
         return Err(syn::Error::new_spanned(
             constness,
@@ -258,6 +323,8 @@ fn guard_fn(
     let classify = classify(stack, returns_result, &names);
     let is_async = !matches!(shape, Shape::Sync);
     let on_rejected = on_rejected(stack, sig, &output, returns_result, is_async, &names)?;
+    let krate = &stack.krate;
+    let private = quote!(#krate::__private);
     let Names {
         plan,
         entered,
@@ -265,18 +332,29 @@ fn guard_fn(
         output: value,
         ..
     } = &names;
+    // Inner attributes of the body (`#![allow(..)]`) stay first in the body.
+    let (inner_attrs, outer_attrs): (Vec<&Attribute>, Vec<&Attribute>) = attrs
+        .iter()
+        .partition(|a| matches!(a.style, AttrStyle::Inner(_)));
+    // The body's statements, not its block: braces around a one-expression body would
+    // trigger `unused_braces` in the user's code.
+    let stmts = &block.stmts;
 
+    // Associated functions are called by their full path, so no trait in the user's scope can
+    // stand in for them.
     let body = match shape {
         Shape::Sync => {
             let hint = return_hint(&output);
             quote! {
                 #register
-                let #plan = __RESILIENCE_CALL_SITE.plan();
+                let #plan = #private::CallSite::plan(&__RESILIENCE_CALL_SITE);
                 // Bound to a local: the temporaries of a tail expression outlive `#plan`.
-                let #value = match #plan.enter() {
-                    ::core::result::Result::Ok(#entered) => {
-                        #entered.run(move || { #hint #block }, #classify)
-                    }
+                let #value = match #private::Plan::enter(&#plan) {
+                    ::core::result::Result::Ok(#entered) => #private::Entered::run(
+                        #entered,
+                        move || { #hint #(#stmts)* },
+                        #classify,
+                    ),
                     ::core::result::Result::Err(#rejected) => #on_rejected,
                 };
                 #value
@@ -286,12 +364,15 @@ fn guard_fn(
             let hint = return_hint(&output);
             quote! {
                 #register
-                let #plan = __RESILIENCE_CALL_SITE.plan();
+                let #plan = #private::CallSite::plan(&__RESILIENCE_CALL_SITE);
                 // Bound to a local: the temporaries of a tail expression outlive `#plan`.
-                let #value = match #plan.enter_async().await {
-                    ::core::result::Result::Ok(#entered) => {
-                        #entered.run_async(async move { #hint #block }, #classify).await
-                    }
+                let #value = match #private::Plan::enter_async(&#plan).await {
+                    ::core::result::Result::Ok(#entered) => #private::Entered::run_async(
+                        #entered,
+                        async move { #hint #(#stmts)* },
+                        #classify,
+                    )
+                    .await,
                     ::core::result::Result::Err(#rejected) => #on_rejected,
                 };
                 #value
@@ -311,11 +392,11 @@ fn guard_fn(
                 async_token: original.async_token,
                 capture: original.capture,
                 block: syn::parse_quote! {{
-                    let #plan = __RESILIENCE_CALL_SITE.plan();
+                    let #plan = #private::CallSite::plan(&__RESILIENCE_CALL_SITE);
                     // Bound to a local: the temporaries of a tail expression outlive `#plan`.
-                let #value = match #plan.enter_async().await {
+                    let #value = match #private::Plan::enter_async(&#plan).await {
                         ::core::result::Result::Ok(#entered) => {
-                            #entered.run_async(#original, #classify).await
+                            #private::Entered::run_async(#entered, #original, #classify).await
                         }
                         ::core::result::Result::Err(#rejected) => #on_rejected,
                     };
@@ -330,8 +411,10 @@ fn guard_fn(
         }
     };
     Ok(quote! {
-        #(#attrs)*
+        #(#outer_attrs)*
         #vis #defaultness #sig {
+            #(#inner_attrs)*
+            #imports
             #body
         }
     })
@@ -395,24 +478,22 @@ fn register(stack: &Stack, sig: &Signature) -> TokenStream {
 fn classify(stack: &Stack, returns_result: bool, names: &Names) -> TokenStream {
     let krate = &stack.krate;
     let Names { result, error, .. } = names;
-    if !returns_result {
+    let breaker = stack.breaker();
+    if !returns_result || breaker.is_none() {
+        // Only a breaker reads the outcome.
         return quote!(|_| #krate::__private::CallOutcome::Success);
     }
-    let breaker = stack.breaker();
-    let ignore = match breaker.and_then(|b| b.ignore.as_ref()) {
+    // Only the path carries the user's span: a closure at the user's span would be linted as
+    // the user's (`clippy::redundant_closure`).
+    let predicate = |arg: Option<&crate::args::PathArg>, default: bool| match arg {
         Some(p) => {
             let path = &p.path;
-            quote_spanned!(path.span()=> |#error| #path(#error))
+            quote!(|#error| #path(#error))
         }
-        None => quote!(|_| false),
+        None => quote!(|_| #default),
     };
-    let record = match breaker.and_then(|b| b.record.as_ref()) {
-        Some(p) => {
-            let path = &p.path;
-            quote_spanned!(path.span()=> |#error| #path(#error))
-        }
-        None => quote!(|_| true),
-    };
+    let ignore = predicate(breaker.and_then(|b| b.ignore.as_ref()), false);
+    let record = predicate(breaker.and_then(|b| b.record.as_ref()), true);
     quote!(|#result| #krate::__private::classify(#result, #ignore, #record))
 }
 
@@ -430,7 +511,11 @@ fn on_rejected(
     let rejected = &names.rejected;
     let Some(fallback) = &stack.fallback else {
         debug_assert!(returns_result);
-        return Ok(quote_spanned! {output.span()=>
+        // Every token of the callee at `E`, so an `E` without `From<Rejected>` is reported
+        // at `E` in the signature, not at the attribute.
+        let span = result_error_type(output).map_or_else(|| output.span(), Spanned::span);
+        let krate = respan(krate.to_token_stream(), span);
+        return Ok(quote_spanned! {span=>
             ::core::result::Result::Err(#krate::__private::rejection_into(#rejected))
         });
     };
@@ -465,8 +550,22 @@ fn on_rejected(
     } else {
         quote!(#path)
     };
-    let call = quote_spanned!(path.span()=> #callee(#(#args,)* #rejected));
-    Ok(if is_async { quote!(#call.await) } else { call })
+    let call = if is_async {
+        // An async function's fallback is async too: its future is awaited here.
+        quote_spanned!(path.span()=> #callee(#(#args,)* #rejected).await)
+    } else {
+        quote_spanned!(path.span()=> #callee(#(#args,)* #rejected))
+    };
+    if mentions_impl_trait(output.to_token_stream()) {
+        return Ok(call);
+    }
+    // Typed as the function's return type, so a fallback returning something else is reported
+    // as "expected `T`, found `U`" at the fallback, not as mismatched `match` arms.
+    let fallback_value = Ident::new("__fallback", Span::mixed_site());
+    Ok(quote! {{
+        let #fallback_value: #output = #call;
+        #fallback_value
+    }})
 }
 
 /// A statement that tells the compiler the body's type before the body runs, so `?` and
@@ -500,6 +599,43 @@ fn mentions_impl_trait(tokens: TokenStream) -> bool {
         TokenTree::Group(g) => mentions_impl_trait(g.stream()),
         _ => false,
     })
+}
+
+/// The `E` of `Result<T, E>`; `None` for an alias such as `io::Result<T>`.
+fn result_error_type(ty: &Type) -> Option<&Type> {
+    match ty {
+        Type::Path(p) => match &p.path.segments.last()?.arguments {
+            PathArguments::AngleBracketed(args) => args
+                .args
+                .iter()
+                .filter_map(|arg| match arg {
+                    GenericArgument::Type(ty) => Some(ty),
+                    _ => None,
+                })
+                .nth(1),
+            _ => None,
+        },
+        Type::Paren(p) => result_error_type(&p.elem),
+        Type::Group(g) => result_error_type(&g.elem),
+        _ => None,
+    }
+}
+
+/// `tokens` with every span set to `span`, for a diagnostic that should point at one place.
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut token| {
+            if let TokenTree::Group(group) = &token {
+                let mut inner = Group::new(group.delimiter(), respan(group.stream(), span));
+                inner.set_span(span);
+                token = TokenTree::Group(inner);
+            } else {
+                token.set_span(span);
+            }
+            token
+        })
+        .collect()
 }
 
 /// Whether `ty` is a `Result` (matched by the last path segment, so `io::Result<T>` and

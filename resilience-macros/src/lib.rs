@@ -27,3 +27,6 @@ pub fn bulkhead(args: TokenStream, item: TokenStream) -> TokenStream {
 pub fn circuit_breaker(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::attribute(Kind::CircuitBreaker, args.into(), item.into()).into()
 }
+
+#[cfg(test)]
+mod snapshots;

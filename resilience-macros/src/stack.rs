@@ -35,6 +35,16 @@ pub(crate) fn strip(attrs: &mut Vec<Attribute>) -> Vec<syn::Result<AspectArgs>> 
     found
 }
 
+/// The paths of this crate's attributes in `attrs` that name an import (a single segment,
+/// such as `bulkhead` after `use resilience_runtime::bulkhead`).
+pub(crate) fn imports(attrs: &[Attribute]) -> Vec<Path> {
+    attrs
+        .iter()
+        .filter(|attr| Kind::of_path(attr.path()).is_some() && attr.path().segments.len() == 1)
+        .map(|attr| attr.path().clone())
+        .collect()
+}
+
 fn parse_attr(kind: Kind, attr: &Attribute) -> syn::Result<AspectArgs> {
     let span = attr_span(attr);
     match &attr.meta {

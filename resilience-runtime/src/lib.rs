@@ -13,11 +13,15 @@ mod registry;
 mod sync;
 
 pub use aspect::Aspect;
-pub use bulkhead::{Bulkhead, BulkheadConfig, BulkheadPermit};
+pub use bulkhead::{
+    Bulkhead, BulkheadConfig, BulkheadConfigBuilder, BulkheadMetrics, BulkheadPermit,
+};
 pub use call_site::{CallSite, UnconfiguredGuard, Validation};
 pub use chain::{CallOutcome, Entered, Guard, Plan, PlanCache, ReentrancyPolicy};
 pub use circuit_breaker::{
-    CircuitBreaker, CircuitBreakerConfig, CircuitPermit, CircuitState, SlidingWindow,
+    CircuitBreaker, CircuitBreakerConfig, CircuitBreakerConfigBuilder, CircuitBreakerEvent,
+    CircuitBreakerMetrics, CircuitPermit, CircuitState, OpenStateBackoff, SlidingWindow,
+    SubscriptionId,
 };
 pub use clock::{Clock, ManualClock};
 pub use error::{ConfigError, Rejected};
@@ -37,7 +41,7 @@ pub use resilience_macros::{bulkhead, circuit_breaker};
 #[doc(hidden)]
 pub mod __private {
     pub use crate::call_site::{CallSite, CallSiteEntry};
-    pub use crate::chain::{CallOutcome, Guard, Plan};
+    pub use crate::chain::{CallOutcome, Entered, Guard, Plan};
     pub use crate::error::Rejected;
     pub use inventory;
 
@@ -80,12 +84,5 @@ pub mod __private {
         fn from_rejected(rejected: Rejected) -> Self {
             E::from(rejected)
         }
-    }
-
-    /// The value of the last expression, typed as `T`: lets a generated block tell the compiler
-    /// what the guarded body returns before it is run.
-    #[inline(always)]
-    pub fn typed<T>(value: T) -> T {
-        value
     }
 }

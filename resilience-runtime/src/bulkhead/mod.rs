@@ -143,7 +143,6 @@ impl Bulkhead {
     }
 
     /// The process-wide unique id of this instance, for the re-entrancy record of a call chain.
-    #[allow(dead_code)] // read by the chain, which is being written in parallel
     pub(crate) fn id(&self) -> u64 {
         self.id
     }

@@ -261,7 +261,6 @@ impl CircuitBreakerConfig {
 
     /// This configuration with every field it does not set taken from `base`, which must
     /// already be resolved. The result has no base.
-    #[cfg_attr(not(test), allow(dead_code))] // for the registry, written in parallel
     pub(crate) fn inherit(&self, base: &Self) -> Result<Self, ConfigError> {
         let merged = CircuitBreakerConfig {
             base: None,

@@ -334,7 +334,6 @@ impl CircuitBreaker {
     }
 
     /// The process-wide id of this instance (re-entrancy tracking of the call chain).
-    #[allow(dead_code)] // for the call chain, written in parallel
     pub(crate) fn id(&self) -> u64 {
         self.shared.id
     }

@@ -1,0 +1,13 @@
+use resilience_runtime::{bulkhead, circuit_breaker};
+use resilience_tests::CallError;
+
+#[bulkhead(name = "a")]
+#[circuit_breaker(name = "a")]
+#[bulkhead(name = "b")]
+fn guarded() -> Result<u32, CallError> {
+    Ok(1)
+}
+
+fn main() {
+    let _ = guarded();
+}
