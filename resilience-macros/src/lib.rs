@@ -1,8 +1,8 @@
 //! Attribute macros of `resilience`: `#[bulkhead]` and `#[circuit_breaker]`.
 //!
-//! Use them through `resilience-runtime`, which re-exports them and documents them; generated
-//! code names only `::resilience_runtime::__private` and `::core` (or the path given with
-//! `crate = "path"`).
+//! Use them through `resilience-runtime`, which re-exports them: generated code names only
+//! `::resilience_runtime::__private` and `::core` (or the path given with `crate = "path"`),
+//! so a service depends on `resilience-runtime` alone.
 
 mod args;
 mod expand;
@@ -12,17 +12,126 @@ use proc_macro::TokenStream;
 
 use args::Kind;
 
-/// Guards a function (or every method of an impl block) with the bulkhead `name`.
+/// Runs a function (or every method of an impl block) through the bulkhead `name`: at most
+/// `max_concurrent_calls` calls at once, the others wait up to `max_wait_duration` and are
+/// then rejected with `Rejected::BulkheadFull`.
 ///
-/// See `resilience_runtime::bulkhead` for the documentation.
+/// | argument | meaning |
+/// |---|---|
+/// | `name = "orders"` | the bulkhead instance (required), configured in the registry |
+/// | `fallback = path` | called with the same arguments and the `Rejected` when the call is refused; its return type is the function's (an `async fn`'s fallback is an `async fn`) |
+/// | `crate = "path"` | where `resilience_runtime` is, if the dependency is renamed |
+///
+/// The function keeps its signature. Without a fallback it returns `Result<T, E>` with
+/// `E: From<Rejected>`, and a rejection becomes `Err(E::from(rejected))`. A sync function waits
+/// for a permit by blocking its thread (no tokio runtime needed); an `async fn` waits
+/// asynchronously, and its future stays `Send` when the body is.
+///
+/// Stacked with `#[circuit_breaker]` in either order, the two make one guarded call whose
+/// order comes from the registry's precedence: the bulkhead runs first by default, so the
+/// breaker never sees its rejections.
+///
+/// ```
+/// use std::time::Duration;
+/// use resilience_runtime::{bulkhead, circuit_breaker, BulkheadConfig, Registry, Rejected};
+///
+/// #[derive(Debug)]
+/// enum OrderError { Rejected(Rejected), OutOfStock }
+/// impl From<Rejected> for OrderError {
+///     fn from(r: Rejected) -> Self { OrderError::Rejected(r) }
+/// }
+///
+/// #[circuit_breaker(name = "orders")]
+/// #[bulkhead(name = "orders")]
+/// fn create_order(qty: u32) -> Result<u64, OrderError> {
+///     if qty == 0 {
+///         return Err(OrderError::OutOfStock);
+///     }
+///     Ok(1000 + u64::from(qty))
+/// }
+///
+/// Registry::global().configure_bulkhead("orders", BulkheadConfig::builder()
+///     .max_concurrent_calls(80)
+///     .max_wait_duration(Duration::from_millis(500))
+///     .build()?)?;
+/// assert_eq!(create_order(2).unwrap(), 1002);
+/// assert!(matches!(create_order(0), Err(OrderError::OutOfStock)));
+/// # Ok::<(), resilience_runtime::ConfigError>(())
+/// ```
+///
+/// Without the macro, the same function reads:
+///
+/// ```
+/// # use resilience_runtime::{CallOutcome, Guard, PlanCache, Registry, Rejected};
+/// # #[derive(Debug)] enum OrderError { Rejected(Rejected), OutOfStock }
+/// # impl From<Rejected> for OrderError { fn from(r: Rejected) -> Self { OrderError::Rejected(r) } }
+/// fn create_order(qty: u32) -> Result<u64, OrderError> {
+///     static SITE: PlanCache =
+///         PlanCache::new(&[Guard::circuit_breaker("orders"), Guard::bulkhead("orders")]);
+///     let plan = SITE.get(Registry::global()); // re-resolved only when the registry changes
+///     let result = match plan.enter() {
+///         // bulkhead acquired, breaker asked: run the body, record its outcome
+///         Ok(entered) => entered.run(
+///             move || if qty == 0 { Err(OrderError::OutOfStock) } else { Ok(1000 + u64::from(qty)) },
+///             CallOutcome::of_result,
+///         ),
+///         Err(rejected) => Err(OrderError::from(rejected)),
+///     };
+///     result
+/// }
+/// # assert_eq!(create_order(1).unwrap(), 1001);
+/// ```
 #[proc_macro_attribute]
 pub fn bulkhead(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::attribute(Kind::Bulkhead, args.into(), item.into()).into()
 }
 
-/// Guards a function (or every method of an impl block) with the circuit breaker `name`.
+/// Runs a function (or every method of an impl block) through the circuit breaker `name`:
+/// calls are refused with `Rejected::CallNotPermitted` while the breaker is open, and each
+/// completed call is recorded as a success, a failure, or neither.
 ///
-/// See `resilience_runtime::circuit_breaker` for the documentation.
+/// | argument | meaning |
+/// |---|---|
+/// | `name = "payments"` | the breaker instance (required), configured in the registry |
+/// | `ignore = path` | `fn(&E) -> bool`: errors that count as neither success nor failure (a client's mistake) |
+/// | `record = path` | `fn(&E) -> bool`: errors that count as failures; any other error counts as a success (Resilience4j's `recordExceptions`). Default: every `Err` is a failure |
+/// | `fallback = path` | called with the same arguments and the `Rejected` when the call is refused |
+/// | `crate = "path"` | where `resilience_runtime` is, if the dependency is renamed |
+///
+/// A rejection by another guard (a full bulkhead) is not a failure of the call: the breaker
+/// records it only if its configuration says `record_rejections(true)`. Panics and futures
+/// dropped mid-call are not recorded.
+///
+/// ```
+/// use resilience_runtime::{circuit_breaker, CircuitState, Registry, Rejected};
+///
+/// #[derive(Debug)]
+/// enum HttpError { Rejected(Rejected), Status(u16) }
+/// impl From<Rejected> for HttpError {
+///     fn from(r: Rejected) -> Self { HttpError::Rejected(r) }
+/// }
+///
+/// fn is_client_error(e: &HttpError) -> bool {
+///     matches!(e, HttpError::Status(400..=499))
+/// }
+///
+/// #[circuit_breaker(name = "search", ignore = is_client_error)]
+/// async fn search(status: u16) -> Result<String, HttpError> {
+///     match status {
+///         200 => Ok("results".into()),
+///         s => Err(HttpError::Status(s)),
+///     }
+/// }
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let _ = search(404).await; // ignored
+/// let _ = search(503).await; // a failure
+/// let metrics = Registry::global().circuit_breaker("search").metrics();
+/// assert_eq!(metrics.number_of_failed_calls(), 1);
+/// assert_eq!(metrics.number_of_buffered_calls(), 1);
+/// assert_eq!(Registry::global().circuit_breaker("search").state(), CircuitState::Closed);
+/// # });
+/// ```
 #[proc_macro_attribute]
 pub fn circuit_breaker(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::attribute(Kind::CircuitBreaker, args.into(), item.into()).into()

@@ -35,6 +35,7 @@ pub(crate) fn next_instance_id() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
+#[doc(inline)]
 pub use resilience_macros::{bulkhead, circuit_breaker};
 
 /// What the attribute macros expand to. Not a public API: names here change without notice.
