@@ -40,8 +40,15 @@ impl Kind {
 
     fn valid_keys(self) -> &'static [&'static str] {
         match self {
-            Kind::Bulkhead => &["name", "fallback", "crate"],
-            Kind::CircuitBreaker => &["name", "ignore", "record", "fallback", "crate"],
+            Kind::Bulkhead => &["name", "fallback", "fallback_on_error", "crate"],
+            Kind::CircuitBreaker => &[
+                "name",
+                "ignore",
+                "record",
+                "fallback",
+                "fallback_on_error",
+                "crate",
+            ],
         }
     }
 }
@@ -61,6 +68,8 @@ pub(crate) struct AspectArgs {
     pub(crate) span: Span,
     pub(crate) name: LitStr,
     pub(crate) fallback: Option<PathArg>,
+    /// `fallback_on_error = true`: the fallback also handles the function's `Err`s.
+    pub(crate) fallback_on_error: Option<Ident>,
     pub(crate) ignore: Option<PathArg>,
     pub(crate) record: Option<PathArg>,
     pub(crate) krate: Option<PathArg>,
@@ -77,6 +86,7 @@ impl AspectArgs {
 fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<AspectArgs> {
     let mut name: Option<LitStr> = None;
     let mut fallback = None;
+    let mut fallback_on_error = None;
     let mut ignore = None;
     let mut record = None;
     let mut krate = None;
@@ -152,6 +162,22 @@ fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<Asp
                     path,
                 });
             }
+            "fallback_on_error" => {
+                let Expr::Lit(ExprLit {
+                    lit: Lit::Bool(flag),
+                    ..
+                }) = &value
+                else {
+                    return Err(syn::Error::new(
+                        value.span(),
+                        "`fallback_on_error` is `true` or `false`, as in \
+                         `fallback = on_error, fallback_on_error = true`",
+                    ));
+                };
+                if flag.value {
+                    fallback_on_error = Some(key.clone());
+                }
+            }
             _ => {
                 let Expr::Path(ExprPath {
                     path, qself: None, ..
@@ -197,6 +223,7 @@ fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<Asp
         span,
         name,
         fallback,
+        fallback_on_error,
         ignore,
         record,
         krate,
@@ -222,6 +249,7 @@ fn example(kind: Kind, key: &str) -> String {
         "name" => "\"orders\"",
         "crate" => "\"my_resilience\"",
         "fallback" => "on_rejected",
+        "fallback_on_error" => "true",
         "ignore" => "is_client_error",
         _ => "is_transient",
     };

@@ -322,7 +322,11 @@ fn guard_fn(
     let register = register(stack, sig);
     let classify = classify(stack, returns_result, &names);
     let is_async = !matches!(shape, Shape::Sync);
-    let on_rejected = on_rejected(stack, sig, &output, returns_result, is_async, &names)?;
+    let Ending {
+        prelude,
+        on_rejected,
+        finish,
+    } = ending(stack, sig, &output, returns_result, is_async, &names)?;
     let krate = &stack.krate;
     let private = quote!(#krate::__private);
     let Names {
@@ -347,6 +351,7 @@ fn guard_fn(
             let hint = return_hint(&output);
             quote! {
                 #register
+                #prelude
                 let #plan = #private::CallSite::plan(&__RESILIENCE_CALL_SITE);
                 // Bound to a local: the temporaries of a tail expression outlive `#plan`.
                 let #value = match #private::Plan::enter(&#plan) {
@@ -357,13 +362,14 @@ fn guard_fn(
                     ),
                     ::core::result::Result::Err(#rejected) => #on_rejected,
                 };
-                #value
+                #finish
             }
         }
         Shape::Async => {
             let hint = return_hint(&output);
             quote! {
                 #register
+                #prelude
                 let #plan = #private::CallSite::plan(&__RESILIENCE_CALL_SITE);
                 // Bound to a local: the temporaries of a tail expression outlive `#plan`.
                 let #value = match #private::Plan::enter_async(&#plan).await {
@@ -375,7 +381,7 @@ fn guard_fn(
                     .await,
                     ::core::result::Result::Err(#rejected) => #on_rejected,
                 };
-                #value
+                #finish
             }
         }
         Shape::AsyncTrait => {
@@ -392,6 +398,7 @@ fn guard_fn(
                 async_token: original.async_token,
                 capture: original.capture,
                 block: syn::parse_quote! {{
+                    #prelude
                     let #plan = #private::CallSite::plan(&__RESILIENCE_CALL_SITE);
                     // Bound to a local: the temporaries of a tail expression outlive `#plan`.
                     let #value = match #private::Plan::enter_async(&#plan).await {
@@ -400,7 +407,7 @@ fn guard_fn(
                         }
                         ::core::result::Result::Err(#rejected) => #on_rejected,
                     };
-                    #value
+                    #finish
                 }},
             };
             let stmts = &rewritten.stmts;
@@ -497,40 +504,81 @@ fn classify(stack: &Stack, returns_result: bool, names: &Names) -> TokenStream {
     quote!(|#result| #krate::__private::classify(#result, #ignore, #record))
 }
 
+/// How a guarded function ends when it is refused, or (with `fallback_on_error`) fails.
+struct Ending {
+    /// Statements before the call: clones of the arguments a fallback on error needs.
+    prelude: TokenStream,
+    /// The value of a refused call.
+    on_rejected: TokenStream,
+    /// What becomes of the call's value: itself, or an `Err` handed to the fallback.
+    finish: TokenStream,
+}
+
 /// What a refused call returns: the rejection as the function's error, or the fallback's
-/// value (the fallback receives the same arguments, then the rejection).
-fn on_rejected(
+/// value (the fallback receives the same arguments, then the rejection). With
+/// `fallback_on_error`, the fallback receives the function's error `E` instead, for a
+/// rejection (converted with `From<Rejected>`) and for an `Err` alike.
+fn ending(
     stack: &Stack,
     sig: &Signature,
     output: &Type,
     returns_result: bool,
     is_async: bool,
     names: &Names,
-) -> syn::Result<TokenStream> {
+) -> syn::Result<Ending> {
     let krate = &stack.krate;
-    let rejected = &names.rejected;
-    let Some(fallback) = &stack.fallback else {
-        debug_assert!(returns_result);
+    let Names {
+        rejected,
+        output: value,
+        ..
+    } = names;
+    let into_error = || {
         // Every token of the callee at `E`, so an `E` without `From<Rejected>` is reported
         // at `E` in the signature, not at the attribute.
         let span = result_error_type(output).map_or_else(|| output.span(), Spanned::span);
         let krate = respan(krate.to_token_stream(), span);
-        return Ok(quote_spanned! {span=>
+        quote_spanned! {span=>
             ::core::result::Result::Err(#krate::__private::rejection_into(#rejected))
+        }
+    };
+    let Some(fallback) = &stack.fallback else {
+        return Ok(Ending {
+            prelude: TokenStream::new(),
+            on_rejected: into_error(),
+            finish: quote!(#value),
         });
     };
+    let on_error = stack.fallback_on_error;
+    if on_error && !returns_result {
+        return Err(syn::Error::new(
+            fallback.key.span(),
+            "`fallback_on_error` needs the function to return `Result<_, E>`: the fallback \
+             receives its `E`",
+        ));
+    }
+
+    // The arguments the fallback receives: as they are on a rejection (the call never took
+    // them); cloned before the call when the fallback also handles errors.
     let mut args: Vec<TokenStream> = Vec::new();
+    let mut prelude = TokenStream::new();
     let mut has_receiver = false;
-    for input in &sig.inputs {
-        match input {
-            FnArg::Receiver(_) => {
+    for (index, input) in sig.inputs.iter().enumerate() {
+        let (name, by_reference) = match input {
+            FnArg::Receiver(receiver) => {
                 has_receiver = true;
-                args.push(quote!(self));
+                if on_error && receiver.mutability.is_some() && receiver.reference.is_some() {
+                    return Err(syn::Error::new_spanned(
+                        receiver,
+                        "`fallback_on_error` cannot hand `&mut self` to the fallback after the \
+                         call used it; take `&self`, or drop `fallback_on_error`",
+                    ));
+                }
+                (quote!(self), receiver.reference.is_some())
             }
             FnArg::Typed(typed) => match &*typed.pat {
                 Pat::Ident(ident) if ident.subpat.is_none() && ident.by_ref.is_none() => {
                     let name = &ident.ident;
-                    args.push(quote!(#name));
+                    (quote!(#name), false)
                 }
                 other => {
                     return Err(syn::Error::new_spanned(
@@ -540,6 +588,16 @@ fn on_rejected(
                     ))
                 }
             },
+        };
+        if on_error && !by_reference {
+            let copy = Ident::new(&format!("__fallback_arg{index}"), Span::mixed_site());
+            let span = input.span();
+            prelude.extend(quote_spanned! {span=>
+                let #copy = ::core::clone::Clone::clone(&#name);
+            });
+            args.push(quote!(#copy));
+        } else {
+            args.push(name);
         }
     }
     let path = &fallback.path;
@@ -550,22 +608,43 @@ fn on_rejected(
     } else {
         quote!(#path)
     };
-    let call = if is_async {
-        // An async function's fallback is async too: its future is awaited here.
-        quote_spanned!(path.span()=> #callee(#(#args,)* #rejected).await)
-    } else {
-        quote_spanned!(path.span()=> #callee(#(#args,)* #rejected))
+    let call = |last: &Ident| {
+        let call = if is_async {
+            // An async function's fallback is async too: its future is awaited here.
+            quote_spanned!(path.span()=> #callee(#(#args,)* #last).await)
+        } else {
+            quote_spanned!(path.span()=> #callee(#(#args,)* #last))
+        };
+        if mentions_impl_trait(output.to_token_stream()) {
+            return call;
+        }
+        // Typed as the function's return type, so a fallback returning something else is
+        // reported as "expected `T`, found `U`" at the fallback, not as mismatched arms.
+        let fallback_value = Ident::new("__fallback", Span::mixed_site());
+        quote! {{
+            let #fallback_value: #output = #call;
+            #fallback_value
+        }}
     };
-    if mentions_impl_trait(output.to_token_stream()) {
-        return Ok(call);
+    if !on_error {
+        return Ok(Ending {
+            prelude,
+            on_rejected: call(rejected),
+            finish: quote!(#value),
+        });
     }
-    // Typed as the function's return type, so a fallback returning something else is reported
-    // as "expected `T`, found `U`" at the fallback, not as mismatched `match` arms.
-    let fallback_value = Ident::new("__fallback", Span::mixed_site());
-    Ok(quote! {{
-        let #fallback_value: #output = #call;
-        #fallback_value
-    }})
+    let error = &names.error;
+    let handle = call(error);
+    Ok(Ending {
+        prelude,
+        on_rejected: into_error(),
+        finish: quote! {
+            match #value {
+                ::core::result::Result::Ok(#value) => ::core::result::Result::Ok(#value),
+                ::core::result::Result::Err(#error) => #handle,
+            }
+        },
+    })
 }
 
 /// A statement that tells the compiler the body's type before the body runs, so `?` and

@@ -19,7 +19,8 @@ use args::Kind;
 /// | argument | meaning |
 /// |---|---|
 /// | `name = "orders"` | the bulkhead instance (required), configured in the registry |
-/// | `fallback = path` | called with the same arguments and the `Rejected` when the call is refused; its return type is the function's (an `async fn`'s fallback is an `async fn`) |
+/// | `fallback = path` | called with the same arguments and the `Rejected` when the call is refused; its return type is the function's (an `async fn`'s fallback is an `async fn`; in a method, a bare name means `Self::name`) |
+/// | `fallback_on_error = true` | the fallback also handles the function's `Err`: it then receives `E` (a rejection converted with `From<Rejected>`) after the outcome is recorded; arguments taken by value are cloned before the call, so they must be `Clone` |
 /// | `crate = "path"` | where `resilience_runtime` is, if the dependency is renamed |
 ///
 /// The function keeps its signature. Without a fallback it returns `Result<T, E>` with
@@ -96,6 +97,7 @@ pub fn bulkhead(args: TokenStream, item: TokenStream) -> TokenStream {
 /// | `ignore = path` | `fn(&E) -> bool`: errors that count as neither success nor failure (a client's mistake) |
 /// | `record = path` | `fn(&E) -> bool`: errors that count as failures; any other error counts as a success (Resilience4j's `recordExceptions`). Default: every `Err` is a failure |
 /// | `fallback = path` | called with the same arguments and the `Rejected` when the call is refused |
+/// | `fallback_on_error = true` | the fallback also handles the function's `Err`, receiving `E` (see `#[bulkhead]`) |
 /// | `crate = "path"` | where `resilience_runtime` is, if the dependency is renamed |
 ///
 /// A rejection by another guard (a full bulkhead) is not a failure of the call: the breaker

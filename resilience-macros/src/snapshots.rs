@@ -318,6 +318,27 @@ fn fallback_free_fn() -> syn::Result<()> {
     Ok(())
 }
 
+/// With `fallback_on_error`, the arguments the body takes by value are cloned first, and the
+/// fallback receives the function's error for a rejection and a failure alike.
+#[test]
+fn fallback_on_error() -> syn::Result<()> {
+    let file = snapshot!(
+        Kind::CircuitBreaker,
+        (
+            name = "stock",
+            fallback = stale_stock,
+            fallback_on_error = true
+        ),
+        {
+            pub fn stock(&self, item: String, warehouse: &Warehouse) -> Result<u32, StockError> {
+                self.client.stock(item, warehouse)
+            }
+        }
+    );
+    assert_guarded(&file);
+    Ok(())
+}
+
 /// In a method a bare fallback name is a function of the same type; an async fallback is
 /// awaited.
 #[test]

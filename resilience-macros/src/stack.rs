@@ -11,6 +11,8 @@ use crate::args::{AspectArgs, Kind, PathArg};
 pub(crate) struct Stack {
     pub(crate) aspects: Vec<AspectArgs>,
     pub(crate) fallback: Option<PathArg>,
+    /// The fallback also handles the function's `Err`s (`fallback_on_error = true`).
+    pub(crate) fallback_on_error: bool,
     pub(crate) krate: Path,
 }
 
@@ -103,7 +105,18 @@ pub(crate) fn build(inherited: &[AspectArgs], own: Vec<AspectArgs>) -> syn::Resu
 
     let mut fallback: Option<(PathArg, Kind)> = None;
     let mut krate: Option<PathArg> = None;
+    let mut fallback_on_error = false;
     for aspect in &aspects {
+        if let Some(key) = &aspect.fallback_on_error {
+            if aspect.fallback.is_none() {
+                push(syn::Error::new(
+                    key.span(),
+                    "`fallback_on_error` needs a `fallback` on the same attribute, as in \
+                     `fallback = on_error, fallback_on_error = true`",
+                ));
+            }
+            fallback_on_error = true;
+        }
         if let Some(f) = &aspect.fallback {
             match &fallback {
                 Some((_, first)) => push(syn::Error::new(
@@ -132,6 +145,7 @@ pub(crate) fn build(inherited: &[AspectArgs], own: Vec<AspectArgs>) -> syn::Resu
     Ok(Stack {
         aspects,
         fallback: fallback.map(|(f, _)| f),
+        fallback_on_error,
         krate: krate.map_or_else(|| syn::parse_quote!(::resilience_runtime), |k| k.path),
     })
 }

@@ -237,3 +237,40 @@ fn a_fallback_receives_the_arguments_and_the_rejection() {
         .transition_to_forced_open_state();
     assert_eq!(price("book"), "cached price of book (circuit breaker)");
 }
+
+fn stale_stock(item: String, qty: u32, error: CallError) -> Result<u32, CallError> {
+    match error {
+        CallError::Rejected(_) => Ok(qty.min(1)),
+        CallError::Downstream(why) => Err(CallError::Downstream(if item.is_empty() {
+            why
+        } else {
+            "recovered"
+        })),
+    }
+}
+
+#[circuit_breaker(name = "shapes-fallback-error", fallback = stale_stock, fallback_on_error = true)]
+fn stock(item: String, qty: u32) -> Result<u32, CallError> {
+    if qty == 0 {
+        return Err(CallError::Downstream("empty"));
+    }
+    drop(item); // the body consumes its argument; the fallback gets a clone
+    Ok(qty)
+}
+
+#[test]
+fn a_fallback_on_error_handles_failures_and_rejections_after_they_are_recorded() {
+    assert_eq!(stock("book".into(), 3), Ok(3));
+    assert_eq!(
+        stock("book".into(), 0),
+        Err(CallError::Downstream("recovered"))
+    );
+    let breaker = Registry::global().circuit_breaker("shapes-fallback-error");
+    assert_eq!(
+        breaker.metrics().number_of_failed_calls(),
+        1,
+        "recorded before the fallback"
+    );
+    breaker.transition_to_forced_open_state();
+    assert_eq!(stock("book".into(), 5), Ok(1));
+}

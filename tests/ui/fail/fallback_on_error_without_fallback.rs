@@ -1,0 +1,11 @@
+use resilience_runtime::circuit_breaker;
+use resilience_tests::CallError;
+
+#[circuit_breaker(name = "orders", fallback_on_error = true)]
+fn guarded() -> Result<u32, CallError> {
+    Ok(1)
+}
+
+fn main() {
+    let _ = guarded();
+}
