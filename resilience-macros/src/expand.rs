@@ -192,9 +192,15 @@ fn expand_impl(first: syn::Result<AspectArgs>, mut block: ItemImpl) -> TokenStre
             block.items.push(item);
             continue;
         };
-        let mut imports = impl_imports.clone();
-        imports.extend(keep_imports_used(&stack::imports(&method.attrs)));
+        let imports = keep_imports_used(&stack::imports(&method.attrs));
         let (own, errors) = split(stack::strip(&mut method.attrs));
+        // An impl block's aspects guard the methods that can carry a rejection, those that
+        // return a `Result`; constructors and plain getters are left as they are. A method's
+        // own attribute still applies (and still requires a `Result` or a fallback).
+        if own.is_empty() && errors.is_none() && !returns_result(&method.sig, &method.block) {
+            block.items.push(ImplItem::Fn(method));
+            continue;
+        }
         let guarded = match errors {
             Some(e) => Err(e),
             None => stack::build(&impl_aspects, own).and_then(|stack| {
@@ -218,10 +224,29 @@ fn expand_impl(first: syn::Result<AspectArgs>, mut block: ItemImpl) -> TokenStre
             }
         }
     }
-    match method_errors {
+    let mut tokens = match method_errors {
         Some(e) => with_item(e, block.into_token_stream()),
         None => block.into_token_stream(),
+    };
+    if !impl_imports.is_empty() {
+        tokens.extend(quote!(const _: () = { #impl_imports };));
     }
+    tokens
+}
+
+/// Whether a method's call produces a `Result` (directly, from an `async fn`, or from the
+/// future `#[async_trait]` leaves).
+fn returns_result(sig: &Signature, block: &Block) -> bool {
+    let declared: Type = match &sig.output {
+        ReturnType::Default => return false,
+        ReturnType::Type(_, ty) => (**ty).clone(),
+    };
+    if sig.asyncness.is_none() && async_trait_body(block).is_some() {
+        if let Some(output) = future_output(&declared) {
+            return is_result(&output);
+        }
+    }
+    is_result(&declared)
 }
 
 /// How the guarded body of a function runs.
@@ -250,7 +275,8 @@ fn guard_fn(
         return Err(syn::Error::new_spanned(
             track_caller,
             format!(
-                "`#[{attr}]` cannot keep `#[track_caller]`: the body runs inside the guard, so                  the caller's location would be lost; remove one of them"
+                "`#[{attr}]` cannot keep `#[track_caller]`: the body runs inside the guard, so \
+                 the caller's location would be lost; remove one of them"
             ),
         ));
     }
@@ -295,7 +321,8 @@ fn guard_fn(
     if !returns_result && stack.fallback.is_none() {
         let message = format!(
             "`#[{attr}]` needs `{}` to return `Result<_, E>` with `E: From<Rejected>`, so a \
-             rejection can reach the caller; change the return type, or name a fallback: \
+             rejection can reach the caller; change the return type (an alias is recognised \
+             when it is named `Result`, as `io::Result<T>`), or name a fallback: \
              `#[{attr}(name = \"..\", fallback = on_rejected)]`",
             sig.ident
         );

@@ -12,7 +12,8 @@ use proc_macro::TokenStream;
 
 use args::Kind;
 
-/// Runs a function (or every method of an impl block) through the bulkhead `name`: at most
+/// Runs a function (or every method of an impl block that returns a `Result`) through the
+/// bulkhead `name`: at most
 /// `max_concurrent_calls` calls at once, the others wait up to `max_wait_duration` and are
 /// then rejected with `Rejected::BulkheadFull`.
 ///
@@ -87,7 +88,8 @@ pub fn bulkhead(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::attribute(Kind::Bulkhead, args.into(), item.into()).into()
 }
 
-/// Runs a function (or every method of an impl block) through the circuit breaker `name`:
+/// Runs a function (or every method of an impl block that returns a `Result`) through the
+/// circuit breaker `name`:
 /// calls are refused with `Rejected::CallNotPermitted` while the breaker is open, and each
 /// completed call is recorded as a success, a failure, or neither.
 ///
@@ -125,7 +127,7 @@ pub fn bulkhead(args: TokenStream, item: TokenStream) -> TokenStream {
 ///     }
 /// }
 ///
-/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let _ = search(404).await; // ignored
 /// let _ = search(503).await; // a failure
 /// let metrics = Registry::global().circuit_breaker("search").metrics();

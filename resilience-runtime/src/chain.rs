@@ -454,7 +454,7 @@ impl fmt::Debug for Plan {
 }
 
 /// A call site's [`Plan`], cached: rebuilt only when the registry's configuration or
-/// precedence changed since it was built, so a call costs one atomic load of the registry's
+/// precedence changed since it was built: checking it costs one atomic load of the registry's
 /// generation and one of the cache, with no look-up and no sort.
 ///
 /// ```
@@ -664,13 +664,17 @@ tokio::task_local! {
 }
 
 thread_local! {
-    /// The guard instances held by the sync guarded calls on this thread's stack.
-    static THREAD_CHAIN: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+    /// The guard instances held by the sync guarded calls on this thread's stack, each with
+    /// the tokio task it ran in (if any).
+    static THREAD_CHAIN: RefCell<Vec<(Option<tokio::task::Id>, u64)>> =
+        const { RefCell::new(Vec::new()) };
 }
 
 /// What the enclosing guarded calls hold: the chain of the guarded future being polled, if
-/// any, and the sync guarded calls on this thread's stack (a sync call inside an async one, or
-/// an async call that a sync one blocks on).
+/// any, and the sync guarded calls on this thread's stack that belong to the same task (a sync
+/// call inside an async one, or an async call that a sync one blocks on). A sync call's
+/// entries never reach another task that happens to run on its thread (a task a nested
+/// `block_on` drives, say): that task is not on the call chain.
 struct Enclosing {
     chain: ChainIds,
 }
@@ -681,10 +685,16 @@ impl Enclosing {
         let chain = THREAD_CHAIN.with(|t| {
             let t = t.borrow();
             if t.is_empty() {
-                task
-            } else {
-                task.extended(&t)
+                return task;
             }
+            let current = tokio::task::try_id();
+            let mut chain = task;
+            for &(owner, id) in t.iter() {
+                if owner == current {
+                    chain = chain.extended(&[id]);
+                }
+            }
+            chain
         });
         Enclosing { chain }
     }
@@ -708,7 +718,10 @@ impl ThreadChain {
         let restore_len = THREAD_CHAIN.with(|t| {
             let mut t = t.borrow_mut();
             let len = t.len();
-            t.extend_from_slice(ids);
+            if !ids.is_empty() {
+                let owner = tokio::task::try_id();
+                t.extend(ids.iter().map(|&id| (owner, id)));
+            }
             len
         });
         ThreadChain { restore_len }

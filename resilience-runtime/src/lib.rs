@@ -11,6 +11,7 @@ mod error;
 mod name;
 mod registry;
 mod sync;
+mod timer;
 
 pub use aspect::Aspect;
 pub use bulkhead::{

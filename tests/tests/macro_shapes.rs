@@ -129,6 +129,15 @@ struct Inventory;
 
 #[bulkhead(name = "shapes-impl")]
 impl Inventory {
+    // Neither returns a `Result`: left unguarded, as a constructor or a getter should be.
+    fn new() -> Self {
+        Inventory
+    }
+
+    fn shelves(&self) -> usize {
+        3
+    }
+
     fn reserve(&self, qty: u32) -> Result<u32, CallError> {
         Ok(qty)
     }
@@ -141,6 +150,7 @@ impl Inventory {
 
 #[tokio::test]
 async fn an_impl_block_guards_every_method() {
+    assert_eq!(Inventory::new().shelves(), 3);
     assert_eq!(Inventory.reserve(2), Ok(2));
     assert_eq!(Inventory.release(3).await, Ok(3));
     let registry = Registry::global();

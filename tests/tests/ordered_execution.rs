@@ -374,3 +374,80 @@ fn a_rejection_further_in_is_not_a_failure_of_the_breaker_outside() {
     assert_eq!(breaker.metrics().number_of_failed_calls(), 0);
     assert_eq!(breaker.metrics().number_of_successful_calls(), 2);
 }
+
+#[test]
+fn a_task_driven_by_a_nested_block_on_is_not_on_the_sync_call_chain() {
+    // A sync call holds the bulkhead of 1 and blocks on a runtime whose spawned tasks call
+    // through the same bulkhead: those tasks are not on its call chain, so they must not pass
+    // through; they are rejected (no wait configured).
+    let registry = Arc::new(registry_with(1, false));
+    let plan = Arc::new(registry.plan(&BOTH_ORDERS[0]).unwrap());
+    let outer: Result<Vec<Result<(), CallError>>, CallError> = plan.call(|| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let results = runtime.block_on(async {
+            let tasks: Vec<_> = (0..5)
+                .map(|_| {
+                    let plan = plan.clone();
+                    tokio::spawn(async move { plan.call_async(async { Ok(()) }).await })
+                })
+                .collect();
+            let mut results = Vec::new();
+            for task in tasks {
+                results.push(task.await.unwrap());
+            }
+            results
+        });
+        Ok(results)
+    });
+    let inner = outer.unwrap();
+    assert_eq!(inner.len(), 5);
+    assert!(
+        inner
+            .iter()
+            .all(|r| matches!(r, Err(CallError::Rejected(Rejected::BulkheadFull { .. })))),
+        "{inner:?}"
+    );
+}
+
+#[test]
+fn the_automatic_half_open_transition_runs_on_the_current_runtime_if_the_creating_one_ended() {
+    use resilience_runtime::{CircuitBreaker, CircuitBreakerEvent};
+    use std::sync::Mutex;
+
+    let config = CircuitBreakerConfig::builder()
+        .wait_duration_in_open_state(Duration::from_millis(50))
+        .automatic_transition_from_open_to_half_open(true)
+        .build()
+        .unwrap();
+    // Created inside a runtime that is gone by the time the breaker opens.
+    let breaker = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async { Arc::new(CircuitBreaker::new("timers", config)) });
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    breaker.subscribe(move |event| {
+        if let CircuitBreakerEvent::StateTransition { to, .. } = event {
+            sink.lock().unwrap().push(*to);
+        }
+    });
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap()
+        .block_on(async {
+            breaker.transition_to_open_state();
+            // Paused time: the sleep advances the clock past the wait, nothing observes the
+            // breaker, only its timer can move it.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        });
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [CircuitState::Open, CircuitState::HalfOpen]
+    );
+}

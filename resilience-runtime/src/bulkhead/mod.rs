@@ -283,7 +283,7 @@ impl Bulkhead {
         };
         let waiter = Waiter::new(&self.semaphore, key);
         let acquired = match wait {
-            Wait::For(wait) => tokio::time::timeout(wait, waiter).await.is_ok(),
+            Wait::For(wait) => crate::timer::timeout(wait, waiter).await.is_some(),
             Wait::Reject | Wait::Forever => {
                 waiter.await;
                 true

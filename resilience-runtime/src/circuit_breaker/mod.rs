@@ -57,7 +57,6 @@ use window::{Outcome, Totals, Window};
 /// assert!(CircuitState::ForcedOpen.refuses_calls());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub enum CircuitState {
     /// Calls pass and are recorded; the breaker opens when a rate reaches its threshold.
     Closed,
@@ -757,11 +756,18 @@ impl Shared {
         }
     }
 
-    /// Wakes up at `deadline` to apply a time-driven transition of `epoch`, on the runtime the
-    /// breaker was created in. The task holds only a `Weak`: it never keeps the breaker alive.
+    /// Wakes up at `deadline` to apply a time-driven transition of `epoch`, on the runtime of
+    /// the caller that caused the transition if it runs in one, else on the runtime the
+    /// breaker was created in (which may have ended since: then the transition happens when
+    /// the breaker is next used or observed). The task holds only a `Weak`: it never keeps the
+    /// breaker alive.
     #[cfg(not(loom))]
     fn start_timer(self: &Arc<Self>, epoch: u64, deadline: u64) {
-        let Some(runtime) = &self.runtime else {
+        if self.clock.is_manual() {
+            return;
+        }
+        let current = tokio::runtime::Handle::try_current().ok();
+        let Some(runtime) = current.as_ref().or(self.runtime.as_ref()) else {
             return;
         };
         let weak = Arc::downgrade(self);

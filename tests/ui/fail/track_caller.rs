@@ -1,0 +1,12 @@
+use resilience_runtime::bulkhead;
+use resilience_tests::CallError;
+
+#[bulkhead(name = "orders")]
+#[track_caller]
+fn guarded() -> Result<u32, CallError> {
+    Ok(1)
+}
+
+fn main() {
+    let _ = guarded();
+}
