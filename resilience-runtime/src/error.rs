@@ -12,7 +12,8 @@ use crate::name::Name;
 /// was never entered (or, for [`Rejected::Reentrant`], entered a guard it already held).
 ///
 /// A guarded function returns `Result<T, E>` with `E: From<Rejected>`, so a rejection reaches
-/// the caller as the function's own error type.
+/// the caller as the function's own error type. With the cargo feature `axum`, a `Rejected` is
+/// also an `axum` response: `503 Service Unavailable` with `Retry-After` (module `axum`).
 ///
 /// ```
 /// use resilience_runtime::{Bulkhead, BulkheadConfig, Rejected};
