@@ -1,1 +1,3 @@
 //! Shared pieces of the examples.
+
+pub mod service;

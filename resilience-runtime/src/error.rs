@@ -12,7 +12,8 @@ use crate::name::Name;
 /// was never entered (or, for [`Rejected::Reentrant`], entered a guard it already held).
 ///
 /// A guarded function returns `Result<T, E>` with `E: From<Rejected>`, so a rejection reaches
-/// the caller as the function's own error type.
+/// the caller as the function's own error type. With the cargo feature `axum`, a `Rejected` is
+/// also an `axum` response: `503 Service Unavailable` with `Retry-After` (module `axum`).
 ///
 /// ```
 /// use resilience_runtime::{Bulkhead, BulkheadConfig, Rejected};
@@ -43,6 +44,11 @@ pub enum Rejected {
         name: Name,
         /// The breaker's state when it refused the call.
         state: CircuitState,
+        /// How long until the breaker lets probe calls through, as of the refusal: the rest of
+        /// the wait of an open breaker. `None` when no such time is known: a forced-open
+        /// breaker (refuses until a manual transition) or a half-open one whose probes are all
+        /// taken (it decides when they are recorded).
+        retry_after: Option<Duration>,
     },
     /// The call re-entered a guard already held on its call chain and the registry's
     /// [`ReentrancyPolicy`](crate::ReentrancyPolicy) is `Reject`.
@@ -83,11 +89,16 @@ impl fmt::Display for Rejected {
                 "bulkhead `{name}` is full (waited {} ms for a permit)",
                 waited.as_millis()
             ),
-            Rejected::CallNotPermitted { name, state } => {
-                write!(
-                    f,
-                    "circuit breaker `{name}` does not permit calls ({state})"
-                )
+            Rejected::CallNotPermitted {
+                name,
+                state,
+                retry_after,
+            } => {
+                write!(f, "circuit breaker `{name}` does not permit calls ({state}")?;
+                match retry_after {
+                    Some(wait) => write!(f, ", {} ms left to wait)", wait.as_millis()),
+                    None => f.write_str(")"),
+                }
             }
             Rejected::Reentrant { aspect, name } => write!(
                 f,

@@ -2,6 +2,8 @@
 #![forbid(unsafe_code)]
 
 mod aspect;
+#[cfg(feature = "axum")]
+pub mod axum;
 pub mod bulkhead;
 mod call_site;
 mod chain;

@@ -401,11 +401,13 @@ impl CircuitBreaker {
                     kind: PermitKind::Unrecorded,
                 })
             }
-            CircuitState::ForcedOpen => return Err(shared.refuse(state)),
+            CircuitState::ForcedOpen => return Err(shared.refuse(state, None)),
             CircuitState::Open => {
                 let now = shared.clock.now_nanos();
-                if now < shared.deadline.load(Ordering::Relaxed) {
-                    return Err(shared.refuse(state));
+                let deadline = shared.deadline.load(Ordering::Relaxed);
+                if now < deadline {
+                    let left = Duration::from_nanos(deadline - now);
+                    return Err(shared.refuse(state, Some(left)));
                 }
                 return shared.acquire_locked(now);
             }
@@ -529,21 +531,22 @@ impl fmt::Debug for CircuitBreaker {
 }
 
 impl Shared {
-    /// Refuses a call on the lock-free path.
-    fn refuse(&self, state: CircuitState) -> Rejected {
+    /// Refuses a call on the lock-free path; `retry_after` is the rest of an open state's wait.
+    fn refuse(&self, state: CircuitState, retry_after: Option<Duration>) -> Rejected {
         self.not_permitted.fetch_add(1, Ordering::Relaxed);
         if self.subscribers.any() {
             let mut events = EventBuf::new(true);
             events.push(Ev::NotPermitted);
             self.subscribers.deliver(&self.name, &events);
         }
-        self.rejection(state)
+        self.rejection(state, retry_after)
     }
 
-    fn rejection(&self, state: CircuitState) -> Rejected {
+    fn rejection(&self, state: CircuitState, retry_after: Option<Duration>) -> Rejected {
         Rejected::CallNotPermitted {
             name: self.name.clone(),
             state,
+            retry_after,
         }
     }
 
@@ -563,7 +566,10 @@ impl Shared {
                 state => {
                     self.not_permitted.fetch_add(1, Ordering::Relaxed);
                     fx.events.push(Ev::NotPermitted);
-                    Err(state)
+                    // Still open here: its wait is not over (`observe_time` ended an elapsed one).
+                    let retry_after = (state == CircuitState::Open)
+                        .then(|| Duration::from_nanos(core.deadline.saturating_sub(now)));
+                    Err((state, retry_after))
                 }
             };
             kind.map(|kind| (core.epoch, kind))
@@ -576,7 +582,7 @@ impl Shared {
                 start: now,
                 kind,
             }),
-            Err(state) => Err(self.rejection(state)),
+            Err((state, retry_after)) => Err(self.rejection(state, retry_after)),
         }
     }
 

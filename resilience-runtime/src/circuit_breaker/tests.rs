@@ -68,7 +68,7 @@ fn rejection() -> Rejected {
 fn refused_with(cb: &CircuitBreaker) -> Option<CircuitState> {
     match cb.try_acquire() {
         Ok(_) => None,
-        Err(Rejected::CallNotPermitted { name, state }) => {
+        Err(Rejected::CallNotPermitted { name, state, .. }) => {
             assert_eq!(name, *cb.name());
             Some(state)
         }
@@ -366,11 +366,21 @@ fn state_display_is_lowercase() {
     );
     let rejected = Rejected::CallNotPermitted {
         name: Name::from("x"),
-        state: CircuitState::Open,
+        state: CircuitState::ForcedOpen,
+        retry_after: None,
     };
     assert_eq!(
         rejected.to_string(),
-        "circuit breaker `x` does not permit calls (open)"
+        "circuit breaker `x` does not permit calls (forced open)"
+    );
+    let rejected = Rejected::CallNotPermitted {
+        name: Name::from("x"),
+        state: CircuitState::Open,
+        retry_after: Some(Duration::from_millis(1500)),
+    };
+    assert_eq!(
+        rejected.to_string(),
+        "circuit breaker `x` does not permit calls (open, 1500 ms left to wait)"
     );
 }
 
@@ -655,6 +665,39 @@ fn remaining_open_time_is_none_unless_open() {
     assert_eq!(cb.remaining_open_time(), None);
     cb.transition_to_open_state();
     assert_eq!(cb.remaining_open_time(), Some(secs(10)));
+}
+
+/// The `retry_after` of a refusal, for a breaker expected to refuse.
+fn retry_after_of_refusal(cb: &CircuitBreaker) -> Option<Duration> {
+    match cb.try_acquire() {
+        Err(Rejected::CallNotPermitted { retry_after, .. }) => retry_after,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_refusal_carries_the_rest_of_the_open_wait() {
+    let (cb, clock) = breaker(small(2, 1).max_wait_duration_in_half_open_state(secs(5)));
+    trip(&cb, 2);
+    assert_eq!(retry_after_of_refusal(&cb), Some(secs(10)));
+    clock.advance(Duration::from_millis(3500));
+    assert_eq!(
+        retry_after_of_refusal(&cb),
+        Some(Duration::from_millis(6500))
+    );
+
+    // Reopened under the lock (half-open past its maximum wait): a fresh wait.
+    cb.transition_to_half_open_state();
+    clock.advance(secs(5));
+    assert_eq!(retry_after_of_refusal(&cb), Some(secs(10)));
+    assert_eq!(cb.state(), CircuitState::Open);
+
+    // No known time: forced open, or half-open with every probe taken.
+    cb.transition_to_forced_open_state();
+    assert_eq!(retry_after_of_refusal(&cb), None);
+    cb.transition_to_half_open_state();
+    let _probe = cb.try_acquire().expect("one probe");
+    assert_eq!(retry_after_of_refusal(&cb), None);
 }
 
 #[test]

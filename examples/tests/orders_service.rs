@@ -1,0 +1,283 @@
+//! `orders-service` over real HTTP: the app is served on an ephemeral port of 127.0.0.1 in the
+//! test process and driven with an HTTP client.
+//!
+//! The tests share the global registry (the annotated handler uses it), so they run one at a
+//! time under `SERIAL`, and each starts by configuring the `orders` guards afresh. Nothing here
+//! asserts on timing: waits are bounded polls of the registry.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use reqwest::header::RETRY_AFTER;
+use reqwest::{Client, Response, StatusCode};
+use resilience_examples::service::{self, Settings, ORDERS};
+use resilience_runtime::{CircuitState, Registry};
+use serde_json::{json, Value};
+use tokio::sync::Mutex;
+
+/// One service test at a time: they share `Registry::global()`.
+static SERIAL: Mutex<()> = Mutex::const_new(());
+
+/// Configures the service and serves it on `127.0.0.1:0`; returns its address and a client.
+async fn start(settings: Settings) -> (SocketAddr, Client) {
+    service::configure(&settings).expect("valid settings");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind an ephemeral port");
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, service::app()).await });
+    // No proxy, whatever the environment says: traffic stays on 127.0.0.1.
+    let client = Client::builder().no_proxy().build().unwrap();
+    (addr, client)
+}
+
+fn settings(max_concurrent_calls: u32, downstream_latency: Duration) -> Settings {
+    Settings {
+        max_concurrent_calls,
+        max_wait: Duration::ZERO,
+        downstream_latency,
+    }
+}
+
+async fn post_order(client: &Client, addr: SocketAddr, body: Value) -> Response {
+    client
+        .post(format!("http://{addr}/orders"))
+        .json(&body)
+        .send()
+        .await
+        .expect("the service answers")
+}
+
+async fn resilience(client: &Client, addr: SocketAddr) -> Value {
+    let response = client
+        .get(format!("http://{addr}/resilience"))
+        .send()
+        .await
+        .expect("the service answers");
+    assert_eq!(response.status(), StatusCode::OK);
+    response.json().await.expect("a JSON report")
+}
+
+/// The instance of `kind` named `orders` in a `/resilience` report.
+fn instance<'a>(report: &'a Value, kind: &str) -> &'a Value {
+    report["instances"]
+        .as_array()
+        .expect("an array of instances")
+        .iter()
+        .find(|i| i["kind"] == kind && i["name"] == ORDERS)
+        .unwrap_or_else(|| panic!("no {kind} `orders` in {report:#}"))
+}
+
+/// A response's status, `Retry-After` header and JSON body.
+async fn parts(response: Response) -> (StatusCode, Option<String>, Value) {
+    let status = response.status();
+    let retry_after = response
+        .headers()
+        .get(RETRY_AFTER)
+        .map(|v| v.to_str().expect("an ASCII header").to_owned());
+    let body = response.json().await.expect("a JSON body");
+    (status, retry_after, body)
+}
+
+/// Waits, bounded, until the `orders` bulkhead has no free permit.
+async fn until_bulkhead_full() {
+    let bulkhead = Registry::global().bulkhead(ORDERS);
+    for _ in 0..6000 {
+        if bulkhead.available_concurrent_calls() == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("the first calls never filled the bulkhead: {bulkhead:?}");
+}
+
+fn order() -> Value {
+    json!({ "item": "book", "qty": 1 })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_bulkhead_answers_503_with_retry_after_and_the_breaker_stays_closed() {
+    let _serial = SERIAL.lock().await;
+    // Two permits, no waiting, a slow downstream.
+    let (addr, client) = start(settings(2, Duration::from_millis(1500))).await;
+
+    // Two orders take both permits; 18 more arrive while they are in the downstream.
+    let mut calls = Vec::new();
+    for _ in 0..2 {
+        let client = client.clone();
+        calls.push(tokio::spawn(async move {
+            parts(post_order(&client, addr, order()).await).await
+        }));
+    }
+    until_bulkhead_full().await;
+    for _ in 0..18 {
+        let client = client.clone();
+        calls.push(tokio::spawn(async move {
+            parts(post_order(&client, addr, order()).await).await
+        }));
+    }
+    let mut answers = Vec::new();
+    for call in calls {
+        answers.push(call.await.expect("the client task"));
+    }
+
+    let mut order_ids = HashSet::new();
+    let mut rejected = 0u64;
+    for (i, (status, retry_after, body)) in answers.iter().enumerate() {
+        match *status {
+            StatusCode::OK => {
+                let id = body["order_id"].as_u64().expect("an order id");
+                assert!(order_ids.insert(id), "order id {id} given twice");
+                assert_eq!(body["item"], "book");
+                assert_eq!(body["qty"], 1);
+            }
+            StatusCode::SERVICE_UNAVAILABLE => {
+                rejected += 1;
+                assert_eq!(retry_after.as_deref(), Some("1"), "call {i}: {body}");
+                assert_eq!(body["error"], "bulkhead_full", "call {i}: {body}");
+                assert_eq!(body["aspect"], "bulkhead");
+                assert_eq!(body["instance"], ORDERS);
+                assert_eq!(body["retry_after_seconds"], 1);
+                assert!(
+                    body["message"].as_str().unwrap().contains("is full"),
+                    "{body}"
+                );
+            }
+            other => panic!("call {i}: unexpected {other}: {body}"),
+        }
+    }
+    let admitted = order_ids.len() as u64;
+    assert_eq!(answers[0].0, StatusCode::OK, "the first calls got permits");
+    assert_eq!(answers[1].0, StatusCode::OK, "the first calls got permits");
+    assert!(rejected > 0, "the bulkhead was full while 18 calls came in");
+    assert_eq!(admitted + rejected, 20);
+
+    // The bulkhead ran first: its rejections never reached the breaker.
+    let registry = Registry::global();
+    let breaker = registry.circuit_breaker(ORDERS);
+    assert_eq!(breaker.state(), CircuitState::Closed);
+    let metrics = breaker.metrics();
+    assert_eq!(metrics.number_of_failed_calls(), 0);
+    assert_eq!(metrics.number_of_not_permitted_calls(), 0);
+    assert_eq!(u64::from(metrics.number_of_successful_calls()), admitted);
+    let bulkhead = registry.bulkhead(ORDERS).metrics();
+    assert_eq!(bulkhead.rejected_calls(), rejected);
+    assert_eq!(bulkhead.permitted_calls(), admitted);
+
+    // GET /resilience says the same.
+    let report = resilience(&client, addr).await;
+    let bulkhead = instance(&report, "bulkhead");
+    assert_eq!(bulkhead["state"], "accepting", "{bulkhead:#}");
+    assert_eq!(bulkhead["metrics"]["rejected_calls"], rejected);
+    assert_eq!(bulkhead["metrics"]["permitted_calls"], admitted);
+    assert_eq!(bulkhead["metrics"]["available_concurrent_calls"], 2);
+    assert_eq!(bulkhead["config"]["max_concurrent_calls"], 2);
+    assert_eq!(bulkhead["config"]["max_wait_duration_ms"], 0);
+    let breaker = instance(&report, "circuit_breaker");
+    assert_eq!(breaker["state"], "closed", "{breaker:#}");
+    assert_eq!(breaker["metrics"]["number_of_failed_calls"], 0);
+    assert_eq!(breaker["metrics"]["number_of_not_permitted_calls"], 0);
+    assert_eq!(breaker["metrics"]["number_of_successful_calls"], admitted);
+    assert_eq!(breaker["config"]["record_rejections"], false);
+    assert_eq!(breaker["remaining_open_time_ms"], Value::Null);
+
+    let site = report["call_sites"]
+        .as_array()
+        .expect("an array of call sites")
+        .iter()
+        .find(|s| s["function"] == "create_order")
+        .unwrap_or_else(|| panic!("no call site of create_order in {report:#}"));
+    assert_eq!(site["module_path"], "resilience_examples::service");
+    assert!(site["file"].as_str().unwrap().ends_with("service.rs"));
+    assert_eq!(
+        site["guards"],
+        json!([
+            { "aspect": "bulkhead", "name": "orders" },
+            { "aspect": "circuit_breaker", "name": "orders" },
+        ])
+    );
+    assert_eq!(report["precedence"][0], "bulkhead");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_open_breaker_answers_503_with_the_fallback_retry_after() {
+    let _serial = SERIAL.lock().await;
+    let (addr, client) = start(settings(2, Duration::ZERO)).await;
+    Registry::global()
+        .circuit_breaker(ORDERS)
+        .transition_to_forced_open_state();
+
+    let (status, retry_after, body) = parts(post_order(&client, addr, order()).await).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(retry_after.as_deref(), Some("30"), "the forced-open hint");
+    assert_eq!(body["error"], "call_not_permitted");
+    assert_eq!(body["aspect"], "circuit_breaker");
+    assert_eq!(body["instance"], ORDERS);
+    assert_eq!(body["retry_after_seconds"], 30);
+
+    let report = resilience(&client, addr).await;
+    let breaker = instance(&report, "circuit_breaker");
+    assert_eq!(breaker["state"], "forced_open");
+    assert_eq!(breaker["metrics"]["number_of_not_permitted_calls"], 1);
+    // The bulkhead ran first and admitted the call that the breaker then refused.
+    let bulkhead = instance(&report, "bulkhead");
+    assert_eq!(bulkhead["metrics"]["permitted_calls"], 1);
+    assert_eq!(bulkhead["metrics"]["rejected_calls"], 0);
+    assert_eq!(bulkhead["metrics"]["available_concurrent_calls"], 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_breaker_answers_503_with_its_remaining_open_time() {
+    let _serial = SERIAL.lock().await;
+    let (addr, client) = start(settings(2, Duration::ZERO)).await;
+    Registry::global()
+        .circuit_breaker(ORDERS)
+        .transition_to_open_state();
+
+    let (status, retry_after, body) = parts(post_order(&client, addr, order()).await).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body["error"], "call_not_permitted");
+    // The rest of a 10 s wait, in whole seconds rounded up.
+    let seconds: u64 = retry_after
+        .expect("a Retry-After header")
+        .parse()
+        .expect("whole seconds");
+    assert!((1..=10).contains(&seconds), "Retry-After: {seconds}");
+    assert_eq!(body["retry_after_seconds"], seconds);
+
+    let report = resilience(&client, addr).await;
+    let breaker = instance(&report, "circuit_breaker");
+    assert_eq!(breaker["state"], "open");
+    let remaining = breaker["remaining_open_time_ms"].as_u64().unwrap();
+    assert!(remaining <= 10_000, "{breaker:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_order_is_422_and_takes_no_permit() {
+    let _serial = SERIAL.lock().await;
+    let (addr, client) = start(settings(2, Duration::ZERO)).await;
+
+    for body in [
+        json!({ "item": "book", "qty": 0 }),
+        json!({ "item": " ", "qty": 1 }),
+    ] {
+        let (status, _, answer) = parts(post_order(&client, addr, body).await).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(answer["error"], "invalid_order");
+    }
+    let response = post_order(&client, addr, json!({ "item": "book" })).await;
+    assert!(response.status().is_client_error(), "{response:?}");
+
+    let (status, _, _) = parts(post_order(&client, addr, order()).await).await;
+    assert_eq!(status, StatusCode::OK);
+    let registry = Registry::global();
+    assert_eq!(registry.bulkhead(ORDERS).metrics().permitted_calls(), 1);
+    assert_eq!(
+        registry
+            .circuit_breaker(ORDERS)
+            .metrics()
+            .number_of_buffered_calls(),
+        1
+    );
+}
