@@ -80,11 +80,11 @@ fn assert_guarded(file: &syn::File) {
     for item in &file.items {
         match item {
             Item::Macro(m) => assert!(
-                !m.mac
+                m.mac
                     .path
                     .segments
                     .last()
-                    .is_some_and(|s| s.ident == "compile_error"),
+                    .is_none_or(|s| s.ident != "compile_error"),
                 "unexpected `compile_error!`"
             ),
             Item::Fn(function) => assert!(!has_aspect(&function.attrs), "aspect left on the fn"),

@@ -638,7 +638,7 @@ impl<C: Config, I: Instance<Config = C>> Kind<C, I> {
             let changed = self
                 .instances
                 .get(&dependent)
-                .map_or(true, |i| *i.config() != resolved);
+                .is_none_or(|i| *i.config() != resolved);
             if changed {
                 self.replace_instance(&dependent, resolved, &make);
             }
