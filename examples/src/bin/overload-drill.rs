@@ -68,10 +68,11 @@ impl Bars {
         } else {
             ProgressDrawTarget::hidden()
         });
-        let style =
-            ProgressStyle::with_template("{prefix:<22} [{bar:30.cyan/blue}] {elapsed:>4} {msg}")
-                .expect("the template is valid")
-                .progress_chars("=> ");
+        let style = ProgressStyle::with_template(
+            "{prefix:<22} [{bar:30.cyan/blue}] {elapsed:>4} {wide_msg}",
+        )
+        .expect("the template is valid")
+        .progress_chars("=> ");
         let bars = config
             .layouts
             .iter()

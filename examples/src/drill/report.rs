@@ -406,17 +406,23 @@ impl DrillReport {
                     )
                 }
                 None => {
+                    let shed = if c.rejected_bulkhead == 0 {
+                        "the load never overflowed the bulkhead".to_owned()
+                    } else {
+                        format!("the bulkhead shed {} calls", c.rejected_bulkhead)
+                    };
                     let mut line = format!(
-                        "{}: the breaker never opened (the downstream failed {:.1} % of the calls it ran); the bulkhead shed {} calls and {:.0} orders/s succeeded",
+                        "{}: the breaker never opened (the downstream failed {:.1} % of the calls it ran); {shed} and {:.0} orders/s succeeded",
                         run.name(),
                         run.downstream_failure_rate(),
-                        c.rejected_bulkhead,
                         run.throughput()
                     );
-                    if let Some(incident) = incident.filter(|i| i.throughput() > 0.0) {
+                    if let Some(incident) =
+                        incident.filter(|i| i.layout != run.layout && i.throughput() > 0.0)
+                    {
                         let _ = write!(
                             line,
-                            " ({:.1}x {})",
+                            ", {:.1}x as many as the {}",
                             run.throughput() / incident.throughput(),
                             incident.name()
                         );
