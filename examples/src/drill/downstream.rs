@@ -1,0 +1,126 @@
+//! [`Downstream`]: the simulated dependency of the order service.
+
+use std::time::{Duration, Instant};
+
+use tokio::sync::Semaphore;
+
+use super::DrillConfig;
+
+/// The random draws of one request, made by the caller before it offers the order, so that a
+/// request is the same whichever layout serves it (or refuses it).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Work {
+    /// Multiplies the downstream's current mean service time (0.75 to 1.25).
+    pub jitter: f64,
+    /// Whether the downstream fails this request.
+    pub fails: bool,
+}
+
+/// A request the downstream failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DownstreamError;
+
+impl std::fmt::Display for DownstreamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the downstream failed the request")
+    }
+}
+
+impl std::error::Error for DownstreamError {}
+
+/// A dependency with a fixed number of workers whose service time degrades over the run.
+///
+/// A request queues for a worker (first come, first served), holds it for the current mean
+/// service time times its jitter, and succeeds or fails as drawn. Its latency therefore rises
+/// twice over: with the degradation, and with the queue once more requests arrive than the
+/// workers serve.
+#[derive(Debug)]
+pub struct Downstream {
+    workers: Semaphore,
+    started: Instant,
+    start: Duration,
+    peak: Duration,
+    degradation: Duration,
+}
+
+impl Downstream {
+    /// The downstream of `config`, whose degradation starts now.
+    pub fn new(config: &DrillConfig) -> Self {
+        Downstream::starting_at(config, Instant::now())
+    }
+
+    /// The downstream of `config`, whose degradation starts at `started`.
+    pub fn starting_at(config: &DrillConfig, started: Instant) -> Self {
+        Downstream {
+            workers: Semaphore::new(config.downstream_workers as usize),
+            started,
+            start: config.service_time_start,
+            peak: config.service_time_peak,
+            degradation: config.duration.mul_f64(config.degradation),
+        }
+    }
+
+    /// The mean service time `elapsed` into the run.
+    pub fn service_time_at(&self, elapsed: Duration) -> Duration {
+        if elapsed >= self.degradation || self.degradation.is_zero() {
+            return self.peak;
+        }
+        let progress = elapsed.as_secs_f64() / self.degradation.as_secs_f64();
+        let start = self.start.as_secs_f64();
+        let peak = self.peak.as_secs_f64();
+        Duration::from_secs_f64(start + (peak - start) * progress)
+    }
+
+    /// Serves one request.
+    ///
+    /// # Errors
+    ///
+    /// [`DownstreamError`] when the request was drawn to fail.
+    pub async fn serve(&self, work: Work) -> Result<(), DownstreamError> {
+        let _worker = self
+            .workers
+            .acquire()
+            .await
+            .expect("the downstream's semaphore is never closed");
+        let service = self
+            .service_time_at(self.started.elapsed())
+            .mul_f64(work.jitter);
+        tokio::time::sleep(service).await;
+        if work.fails {
+            Err(DownstreamError)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_service_time_climbs_linearly_then_holds() {
+        let config = DrillConfig {
+            duration: Duration::from_secs(10),
+            degradation: 0.5,
+            service_time_start: Duration::from_millis(20),
+            service_time_peak: Duration::from_millis(220),
+            ..DrillConfig::default()
+        };
+        let downstream = Downstream::new(&config);
+        let ms = |d: Duration| (d.as_secs_f64() * 1000.0).round();
+        assert_eq!(ms(downstream.service_time_at(Duration::ZERO)), 20.0);
+        assert_eq!(
+            ms(downstream.service_time_at(Duration::from_millis(2500))),
+            120.0
+        );
+        assert_eq!(
+            ms(downstream.service_time_at(Duration::from_secs(5))),
+            220.0
+        );
+        assert_eq!(
+            ms(downstream.service_time_at(Duration::from_secs(9))),
+            220.0
+        );
+    }
+}

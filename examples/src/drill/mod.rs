@@ -1,0 +1,241 @@
+//! The overload drill: the incident this project exists to prevent, replayed in process.
+//!
+//! An [`OrderService`] whose handler carries `#[bulkhead(name = "orders")]` and
+//! `#[circuit_breaker(name = "orders")]` calls a [`Downstream`] that slows down while a few
+//! hundred callers ramp up, until demand exceeds what the service can serve. The same seeded
+//! load is offered to each [`Layout`] in turn:
+//!
+//! - [`Layout::Incident`]: the breaker outside the bulkhead and recording the bulkhead's
+//!   rejections as failures (Resilience4j's defaults). Overload alone opens the breaker, which
+//!   then refuses almost everything: the service plays dead.
+//! - [`Layout::BulkheadFirst`]: this project's default. The bulkhead sheds the overload; the
+//!   breaker sees only calls the downstream ran, so it stays closed while the downstream works.
+//! - [`Layout::BulkheadFirstUnfair`]: the default with `fair_call_handling(false)`.
+//!
+//! Every offered call ends in exactly one outcome (succeeded, failed, rejected by the bulkhead,
+//! not permitted by the breaker), and a [`RunReport`] checks that they add up.
+//!
+//! ```no_run
+//! use resilience_examples::drill::{self, DrillConfig};
+//!
+//! let report = drill::run(&DrillConfig::quick(), &())?;
+//! print!("{}", report.table());
+//! for run in &report.runs {
+//!     assert!(run.reconciles(), "{}", run.reconciliation());
+//! }
+//! # Ok::<(), drill::DrillError>(())
+//! ```
+//!
+//! The drill uses [`Registry::global`](resilience_runtime::Registry::global), as the macros
+//! do: each layout reconfigures the `orders` bulkhead and breaker (fresh instances) and sets the
+//! breaker's precedence; [`run`] restores the default precedence afterwards and runs one drill
+//! at a time in a process.
+
+mod config;
+mod downstream;
+mod load;
+mod report;
+mod rng;
+mod service;
+
+use std::fmt;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use resilience_runtime::{Aspect, CircuitState, Registry};
+
+pub use config::{DrillConfig, DrillConfigError};
+pub use downstream::{Downstream, DownstreamError, Work};
+pub use report::{Counts, DrillReport, LatencySummary, RunReport};
+pub use rng::SplitMix64;
+pub use service::{Order, OrderError, OrderId, OrderService, ORDERS};
+
+/// How the order service's guards are laid out for one run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Layout {
+    /// The breaker declared outside the bulkhead (precedence reversed) and recording the
+    /// bulkhead's rejections as failures: what Resilience4j does by default, and what the
+    /// incident ran.
+    Incident,
+    /// This project's default: the bulkhead first (fair), rejections never recorded.
+    BulkheadFirst,
+    /// The default with `fair_call_handling(false)`: a newcomer may take a freed permit ahead
+    /// of the callers already waiting.
+    BulkheadFirstUnfair,
+}
+
+impl Layout {
+    /// Every layout, in the order the drill runs them.
+    pub const ALL: [Layout; 3] = [
+        Layout::Incident,
+        Layout::BulkheadFirst,
+        Layout::BulkheadFirstUnfair,
+    ];
+
+    /// The name in tables and JSON (`incident-layout`, `bulkhead-first`,
+    /// `bulkhead-first-unfair`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Layout::Incident => "incident-layout",
+            Layout::BulkheadFirst => "bulkhead-first",
+            Layout::BulkheadFirstUnfair => "bulkhead-first-unfair",
+        }
+    }
+
+    /// The layout called `name`.
+    pub fn from_name(name: &str) -> Option<Layout> {
+        Layout::ALL.into_iter().find(|l| l.name() == name)
+    }
+
+    /// The circuit breaker's precedence: below the bulkhead's 100 (outside it) for the
+    /// incident, the default 400 (inside it) otherwise.
+    pub const fn breaker_precedence(self) -> i32 {
+        match self {
+            Layout::Incident => 50,
+            Layout::BulkheadFirst | Layout::BulkheadFirstUnfair => {
+                Aspect::CircuitBreaker.default_precedence()
+            }
+        }
+    }
+
+    /// Whether the breaker records a rejection by the bulkhead as a failure.
+    pub const fn records_rejections(self) -> bool {
+        matches!(self, Layout::Incident)
+    }
+
+    /// The bulkhead's `fair_call_handling`.
+    pub const fn fair_call_handling(self) -> bool {
+        !matches!(self, Layout::BulkheadFirstUnfair)
+    }
+
+    /// A one-line description of the guards.
+    pub const fn describe(self) -> &'static str {
+        match self {
+            Layout::Incident => {
+                "breaker outside the bulkhead, rejections recorded as failures (Resilience4j's default)"
+            }
+            Layout::BulkheadFirst => "bulkhead first, fair; rejections not recorded (the default)",
+            Layout::BulkheadFirstUnfair => "bulkhead first, fair_call_handling(false)",
+        }
+    }
+}
+
+impl fmt::Display for Layout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A reading taken while a layout runs, for progress displays.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Progress {
+    /// Time since the layout started.
+    pub elapsed: Duration,
+    /// How long the layout offers load.
+    pub duration: Duration,
+    /// The outcomes so far.
+    pub counts: Counts,
+    /// The breaker's state now.
+    pub breaker: CircuitState,
+}
+
+/// Watches a drill as it runs; every method does nothing by default, and `()` watches nothing.
+pub trait Observer {
+    /// `layout` starts offering load for `duration`.
+    fn layout_started(&self, layout: Layout, duration: Duration) {
+        let _ = (layout, duration);
+    }
+
+    /// A reading of `layout`, about ten times a second.
+    fn progress(&self, layout: Layout, progress: &Progress) {
+        let _ = (layout, progress);
+    }
+
+    /// `layout` finished: every call in flight has ended.
+    fn layout_finished(&self, layout: Layout, report: &RunReport) {
+        let _ = (layout, report);
+    }
+}
+
+impl Observer for () {}
+
+/// Why a drill could not run.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum DrillError {
+    /// The configuration is out of range, or the registry refused it.
+    Config(DrillConfigError),
+    /// The tokio runtime could not start.
+    Runtime(std::io::Error),
+}
+
+impl From<DrillConfigError> for DrillError {
+    fn from(e: DrillConfigError) -> Self {
+        DrillError::Config(e)
+    }
+}
+
+impl From<resilience_runtime::ConfigError> for DrillError {
+    fn from(e: resilience_runtime::ConfigError) -> Self {
+        DrillError::Config(DrillConfigError::Guard(e))
+    }
+}
+
+impl fmt::Display for DrillError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DrillError::Config(e) => write!(f, "{e}"),
+            DrillError::Runtime(e) => write!(f, "cannot start the tokio runtime: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for DrillError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DrillError::Config(e) => Some(e),
+            DrillError::Runtime(e) => Some(e),
+        }
+    }
+}
+
+/// Runs the drill: each layout of `config` in turn, under the same seeded load, on a
+/// multi-threaded tokio runtime of its own; `observer` sees the progress.
+///
+/// Uses the `orders` instances of the global registry and its precedence table, restoring the
+/// default precedence of the circuit breaker afterwards; a second drill in the same process
+/// waits for the first to finish.
+///
+/// # Errors
+///
+/// [`DrillError`] if the configuration is invalid or the runtime cannot start; nothing has run
+/// then.
+pub fn run(config: &DrillConfig, observer: &dyn Observer) -> Result<DrillReport, DrillError> {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _running = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+
+    config.validate()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.threads())
+        .enable_all()
+        .build()
+        .map_err(DrillError::Runtime)?;
+
+    let registry = Registry::global();
+    let mut runs = Vec::with_capacity(config.layouts.len());
+    for &layout in &config.layouts {
+        let run = runtime.block_on(load::run_layout(registry, config, layout, observer));
+        let restored = registry.set_precedence(
+            Aspect::CircuitBreaker,
+            Aspect::CircuitBreaker.default_precedence(),
+        );
+        let run = run?;
+        observer.layout_finished(layout, &run);
+        runs.push(run);
+        restored?;
+    }
+    Ok(DrillReport {
+        config: config.clone(),
+        runs,
+    })
+}

@@ -1,0 +1,573 @@
+//! What a drill measured: [`RunReport`] per layout, [`DrillReport`] for the whole drill, and
+//! their table, reconciliation lines, reading and JSON.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::load::Outcome;
+use super::{DrillConfig, Layout};
+
+/// How many offered calls ended in each outcome.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Calls placed.
+    pub offered: u64,
+    /// The handler ran and the order was created.
+    pub succeeded: u64,
+    /// The handler ran and the downstream failed.
+    pub failed: u64,
+    /// Refused by the bulkhead (`Rejected::BulkheadFull`).
+    pub rejected_bulkhead: u64,
+    /// Refused by the circuit breaker (`Rejected::CallNotPermitted`).
+    pub not_permitted: u64,
+    /// Refused for another reason (never expected in the drill).
+    pub other_rejected: u64,
+}
+
+impl Counts {
+    /// The calls that ended, in any outcome.
+    pub fn ended(&self) -> u64 {
+        self.succeeded
+            + self.failed
+            + self.rejected_bulkhead
+            + self.not_permitted
+            + self.other_rejected
+    }
+
+    /// Calls refused by a guard, of any kind.
+    pub fn rejected(&self) -> u64 {
+        self.rejected_bulkhead + self.not_permitted + self.other_rejected
+    }
+
+    pub(crate) fn add(&mut self, other: &Counts) {
+        self.offered += other.offered;
+        self.succeeded += other.succeeded;
+        self.failed += other.failed;
+        self.rejected_bulkhead += other.rejected_bulkhead;
+        self.not_permitted += other.not_permitted;
+        self.other_rejected += other.other_rejected;
+    }
+}
+
+/// Latency samples per outcome, in microseconds.
+#[derive(Debug, Default)]
+pub(crate) struct Latencies {
+    succeeded: Vec<u32>,
+    failed: Vec<u32>,
+    rejected_bulkhead: Vec<u32>,
+    not_permitted: Vec<u32>,
+}
+
+fn micros(d: Duration) -> u32 {
+    u32::try_from(d.as_micros()).unwrap_or(u32::MAX)
+}
+
+impl Latencies {
+    pub(crate) fn record(&mut self, outcome: Outcome, latency: Duration) {
+        let samples = match outcome {
+            Outcome::Succeeded => &mut self.succeeded,
+            Outcome::Failed => &mut self.failed,
+            Outcome::RejectedByBulkhead => &mut self.rejected_bulkhead,
+            Outcome::NotPermitted => &mut self.not_permitted,
+            Outcome::OtherRejection => return,
+        };
+        samples.push(micros(latency));
+    }
+
+    pub(crate) fn merge(&mut self, other: Latencies) {
+        self.succeeded.extend(other.succeeded);
+        self.failed.extend(other.failed);
+        self.rejected_bulkhead.extend(other.rejected_bulkhead);
+        self.not_permitted.extend(other.not_permitted);
+    }
+}
+
+/// Percentiles of one outcome's latencies, as the caller saw them (guards included).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LatencySummary {
+    /// Samples.
+    pub count: u64,
+    /// Median.
+    pub p50: Duration,
+    /// 99th percentile.
+    pub p99: Duration,
+    /// Slowest.
+    pub max: Duration,
+}
+
+impl LatencySummary {
+    /// The summary of `samples` (microseconds, sorted in place); `None` if there are none.
+    fn of(samples: &mut [u32]) -> Option<LatencySummary> {
+        if samples.is_empty() {
+            return None;
+        }
+        samples.sort_unstable();
+        // Nearest rank: the smallest sample with at least p of the samples at or below it.
+        let rank = |p: f64| {
+            let index = (p * samples.len() as f64).ceil() as usize;
+            Duration::from_micros(u64::from(samples[index.clamp(1, samples.len()) - 1]))
+        };
+        Some(LatencySummary {
+            count: samples.len() as u64,
+            p50: rank(0.50),
+            p99: rank(0.99),
+            max: Duration::from_micros(u64::from(samples[samples.len() - 1])),
+        })
+    }
+
+    fn json(summary: Option<LatencySummary>) -> Value {
+        match summary {
+            None => Value::Null,
+            Some(s) => json!({
+                "count": s.count,
+                "p50_ms": ms(s.p50),
+                "p99_ms": ms(s.p99),
+                "max_ms": ms(s.max),
+            }),
+        }
+    }
+}
+
+/// Milliseconds with a tenth of a millisecond's precision.
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 10_000.0).round() / 10.0
+}
+
+/// What the breaker did during a run, from its events.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct BreakerSummary {
+    pub(crate) first_open: Option<Duration>,
+    pub(crate) openings: u32,
+    pub(crate) open_time: Duration,
+}
+
+/// What one layout measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunReport {
+    /// The layout.
+    pub layout: Layout,
+    /// The outcomes.
+    pub counts: Counts,
+    /// When the breaker first opened, from the start of the layout; `None` if it never did.
+    pub breaker_first_open: Option<Duration>,
+    /// How many times the breaker opened (including re-openings after half-open).
+    pub breaker_openings: u32,
+    /// How long the breaker was open in all, until the last call ended.
+    pub breaker_open_time: Duration,
+    /// From the start of the load until the last call in flight ended.
+    pub elapsed: Duration,
+    /// How long load was offered.
+    pub duration: Duration,
+    /// Latencies of succeeded calls.
+    pub succeeded_latency: Option<LatencySummary>,
+    /// Latencies of failed calls.
+    pub failed_latency: Option<LatencySummary>,
+    /// Latencies of calls refused by a guard (bulkhead or breaker).
+    pub rejected_latency: Option<LatencySummary>,
+    /// Latencies of calls refused by the bulkhead.
+    pub rejected_bulkhead_latency: Option<LatencySummary>,
+    /// Latencies of calls refused by the breaker.
+    pub not_permitted_latency: Option<LatencySummary>,
+    /// The rejections the bulkhead itself counted (its metrics), to cross-check the callers'.
+    pub bulkhead_counted_rejections: u64,
+}
+
+impl RunReport {
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one call site, every argument named there"
+    )]
+    pub(crate) fn new(
+        layout: Layout,
+        counts: Counts,
+        mut latencies: Latencies,
+        breaker: BreakerSummary,
+        elapsed: Duration,
+        duration: Duration,
+        bulkhead_counted_rejections: u64,
+    ) -> Self {
+        let mut rejected: Vec<u32> = latencies
+            .rejected_bulkhead
+            .iter()
+            .chain(&latencies.not_permitted)
+            .copied()
+            .collect();
+        RunReport {
+            layout,
+            counts,
+            breaker_first_open: breaker.first_open,
+            breaker_openings: breaker.openings,
+            breaker_open_time: breaker.open_time,
+            elapsed,
+            duration,
+            succeeded_latency: LatencySummary::of(&mut latencies.succeeded),
+            failed_latency: LatencySummary::of(&mut latencies.failed),
+            rejected_latency: LatencySummary::of(&mut rejected),
+            rejected_bulkhead_latency: LatencySummary::of(&mut latencies.rejected_bulkhead),
+            not_permitted_latency: LatencySummary::of(&mut latencies.not_permitted),
+            bulkhead_counted_rejections,
+        }
+    }
+
+    /// The layout's name.
+    pub fn name(&self) -> &'static str {
+        self.layout.name()
+    }
+
+    /// Whether every offered call ended in exactly one outcome, and the bulkhead counted as
+    /// many rejections as the callers saw.
+    pub fn reconciles(&self) -> bool {
+        self.counts.offered == self.counts.ended()
+            && self.bulkhead_counted_rejections == self.counts.rejected_bulkhead
+    }
+
+    /// Succeeded calls per second of offered load.
+    pub fn throughput(&self) -> f64 {
+        self.counts.succeeded as f64 / self.duration.as_secs_f64()
+    }
+
+    /// The share of the calls the downstream ran that it failed, in percent.
+    pub fn downstream_failure_rate(&self) -> f64 {
+        let ran = self.counts.succeeded + self.counts.failed;
+        if ran == 0 {
+            return 0.0;
+        }
+        100.0 * self.counts.failed as f64 / ran as f64
+    }
+
+    /// The reconciliation line: offered = the sum of the outcomes.
+    pub fn reconciliation(&self) -> String {
+        let c = &self.counts;
+        let mut line = format!(
+            "{}: {} offered = {} succeeded + {} failed + {} rejected by the bulkhead + {} not permitted by the breaker",
+            self.name(),
+            c.offered,
+            c.succeeded,
+            c.failed,
+            c.rejected_bulkhead,
+            c.not_permitted
+        );
+        if c.other_rejected > 0 {
+            let _ = write!(line, " + {} rejected otherwise", c.other_rejected);
+        }
+        if c.offered == c.ended() {
+            line.push_str(" (= ");
+            let _ = write!(line, "{}, exact)", c.ended());
+        } else {
+            let _ = write!(line, " (= {}, MISMATCH)", c.ended());
+        }
+        if self.bulkhead_counted_rejections != c.rejected_bulkhead {
+            let _ = write!(
+                line,
+                "; the bulkhead counted {} rejections (MISMATCH)",
+                self.bulkhead_counted_rejections
+            );
+        }
+        line
+    }
+
+    /// This run as JSON, with the keys `name`, `offered`, `succeeded`, `failed`,
+    /// `rejected_bulkhead`, `not_permitted`, `breaker_first_open_ms` (null if the breaker never
+    /// opened) and more.
+    pub fn json(&self) -> Value {
+        let c = &self.counts;
+        json!({
+            "name": self.name(),
+            "offered": c.offered,
+            "succeeded": c.succeeded,
+            "failed": c.failed,
+            "rejected_bulkhead": c.rejected_bulkhead,
+            "not_permitted": c.not_permitted,
+            "other_rejected": c.other_rejected,
+            "breaker_first_open_ms": self.breaker_first_open.map(|d| d.as_millis() as u64),
+            "breaker_openings": self.breaker_openings,
+            "breaker_open_ms": self.breaker_open_time.as_millis() as u64,
+            "reconciles": self.reconciles(),
+            "bulkhead_counted_rejections": self.bulkhead_counted_rejections,
+            "duration_ms": self.duration.as_millis() as u64,
+            "elapsed_ms": self.elapsed.as_millis() as u64,
+            "throughput_per_s": (self.throughput() * 10.0).round() / 10.0,
+            "downstream_failure_rate_percent": (self.downstream_failure_rate() * 100.0).round() / 100.0,
+            "breaker_outside_bulkhead": self.layout.breaker_precedence() < resilience_runtime::Aspect::Bulkhead.default_precedence(),
+            "record_rejections": self.layout.records_rejections(),
+            "fair_call_handling": self.layout.fair_call_handling(),
+            "latency": {
+                "succeeded": LatencySummary::json(self.succeeded_latency),
+                "failed": LatencySummary::json(self.failed_latency),
+                "rejected": LatencySummary::json(self.rejected_latency),
+                "rejected_bulkhead": LatencySummary::json(self.rejected_bulkhead_latency),
+                "not_permitted": LatencySummary::json(self.not_permitted_latency),
+            },
+        })
+    }
+}
+
+/// What a whole drill measured: its configuration and one [`RunReport`] per layout, in the
+/// order they ran.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DrillReport {
+    /// The configuration the drill ran with.
+    pub config: DrillConfig,
+    /// One report per layout.
+    pub runs: Vec<RunReport>,
+}
+
+impl DrillReport {
+    /// The report of `layout`, if it ran.
+    pub fn run(&self, layout: Layout) -> Option<&RunReport> {
+        self.runs.iter().find(|r| r.layout == layout)
+    }
+
+    /// Whether every run reconciles.
+    pub fn reconciles(&self) -> bool {
+        self.runs.iter().all(RunReport::reconciles)
+    }
+
+    /// The summary table: one row per layout, columns aligned.
+    pub fn table(&self) -> String {
+        let header = [
+            "layout",
+            "offered",
+            "succeeded",
+            "failed",
+            "rejected (bulkhead)",
+            "not permitted (breaker)",
+            "breaker opened",
+            "ok p50",
+            "ok p99",
+            "rejected p50",
+            "rejected p99",
+            "ok/s",
+        ];
+        let lat = |s: Option<LatencySummary>, p99: bool| match s {
+            None => "-".to_owned(),
+            Some(s) => format_ms(if p99 { s.p99 } else { s.p50 }),
+        };
+        let rows: Vec<Vec<String>> = self
+            .runs
+            .iter()
+            .map(|r| {
+                let c = &r.counts;
+                vec![
+                    r.name().to_owned(),
+                    c.offered.to_string(),
+                    c.succeeded.to_string(),
+                    c.failed.to_string(),
+                    c.rejected_bulkhead.to_string(),
+                    c.not_permitted.to_string(),
+                    r.breaker_first_open.map_or_else(
+                        || "never".to_owned(),
+                        |d| format!("{:.1} s", d.as_secs_f64()),
+                    ),
+                    lat(r.succeeded_latency, false),
+                    lat(r.succeeded_latency, true),
+                    lat(r.rejected_latency, false),
+                    lat(r.rejected_latency, true),
+                    format!("{:.0}", r.throughput()),
+                ]
+            })
+            .collect();
+        format_table(&header, &rows)
+    }
+
+    /// One or two sentences reading the result.
+    pub fn reading(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        let incident = self.run(Layout::Incident);
+        for run in &self.runs {
+            let c = &run.counts;
+            let line = match run.breaker_first_open {
+                Some(at) => {
+                    let cause = if run.layout.records_rejections() && c.rejected_bulkhead > 0 {
+                        format!(
+                            "although the downstream failed only {:.1} % of the calls it ran: \
+                             it counted the bulkhead's {} rejections as failures",
+                            run.downstream_failure_rate(),
+                            c.rejected_bulkhead
+                        )
+                    } else {
+                        format!(
+                            "with the downstream failing {:.1} % of the calls it ran",
+                            run.downstream_failure_rate()
+                        )
+                    };
+                    format!(
+                        "{}: the breaker opened after {:.1} s {cause}; it was open {:.1} s of {:.1} s ({} opening{}) and refused {} calls; {:.0} orders/s succeeded.",
+                        run.name(),
+                        at.as_secs_f64(),
+                        run.breaker_open_time.as_secs_f64(),
+                        run.elapsed.as_secs_f64(),
+                        run.breaker_openings,
+                        if run.breaker_openings == 1 { "" } else { "s" },
+                        c.not_permitted,
+                        run.throughput()
+                    )
+                }
+                None => {
+                    let shed = if c.rejected_bulkhead == 0 {
+                        "the load never overflowed the bulkhead".to_owned()
+                    } else {
+                        format!("the bulkhead shed {} calls", c.rejected_bulkhead)
+                    };
+                    let mut line = format!(
+                        "{}: the breaker never opened (the downstream failed {:.1} % of the calls it ran); {shed} and {:.0} orders/s succeeded",
+                        run.name(),
+                        run.downstream_failure_rate(),
+                        run.throughput()
+                    );
+                    if let Some(incident) =
+                        incident.filter(|i| i.layout != run.layout && i.throughput() > 0.0)
+                    {
+                        let _ = write!(
+                            line,
+                            ", {:.1}x as many as the {}",
+                            run.throughput() / incident.throughput(),
+                            incident.name()
+                        );
+                    }
+                    line.push('.');
+                    line
+                }
+            };
+            lines.push(line);
+        }
+        lines
+    }
+
+    /// The drill as JSON: `{"runs": [..], "config": {..}}`, each run as [`RunReport::json`].
+    pub fn json(&self) -> Value {
+        let c = &self.config;
+        json!({
+            "runs": self.runs.iter().map(RunReport::json).collect::<Vec<_>>(),
+            "config": {
+                "callers": c.callers,
+                "duration_ms": c.duration.as_millis() as u64,
+                "seed": c.seed,
+                "ramp": c.ramp,
+                "think_time_ms": [c.think_time.0.as_millis() as u64, c.think_time.1.as_millis() as u64],
+                "downstream_workers": c.downstream_workers,
+                "service_time_start_ms": c.service_time_start.as_millis() as u64,
+                "service_time_peak_ms": c.service_time_peak.as_millis() as u64,
+                "degradation": c.degradation,
+                "failure_probability": c.failure_probability,
+                "bulkhead_max_concurrent_calls": c.bulkhead_max_concurrent_calls,
+                "bulkhead_max_wait_ms": c.bulkhead_max_wait.as_millis() as u64,
+                "breaker_failure_rate_threshold": c.breaker_failure_rate_threshold,
+                "breaker_window": c.breaker_window,
+                "breaker_minimum_calls": c.breaker_minimum_calls,
+                "breaker_open_wait_ms": c.breaker_open_wait.as_millis() as u64,
+                "breaker_half_open_calls": c.breaker_half_open_calls,
+            },
+        })
+    }
+}
+
+/// `12 ms`, `0.4 ms`, `1.2 s`.
+fn format_ms(d: Duration) -> String {
+    let ms = d.as_secs_f64() * 1000.0;
+    if ms >= 1000.0 {
+        format!("{:.2} s", ms / 1000.0)
+    } else if ms >= 10.0 {
+        format!("{ms:.0} ms")
+    } else {
+        format!("{ms:.1} ms")
+    }
+}
+
+/// Left-aligns the first column, right-aligns the others, with a rule under the header.
+fn format_table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut text = String::new();
+        for (i, (cell, w)) in cells.zip(&widths).enumerate() {
+            if i == 0 {
+                let _ = write!(text, "{cell:<w$}");
+            } else {
+                let _ = write!(text, "  {cell:>w$}");
+            }
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    };
+    line(&mut header.iter().copied());
+    let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+    line(&mut rule.iter().map(String::as_str));
+    for row in rows {
+        line(&mut row.iter().map(String::as_str));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let mut samples: Vec<u32> = (1..=100).rev().collect();
+        let s = LatencySummary::of(&mut samples).unwrap();
+        assert_eq!(s.p50, Duration::from_micros(50));
+        assert_eq!(s.p99, Duration::from_micros(99));
+        assert_eq!(s.max, Duration::from_micros(100));
+        assert_eq!(
+            LatencySummary::of(&mut [7]).unwrap().p99,
+            Duration::from_micros(7)
+        );
+        assert!(LatencySummary::of(&mut []).is_none());
+    }
+
+    #[test]
+    fn the_table_aligns_its_columns() {
+        let table = format_table(
+            &["layout", "n"],
+            &[
+                vec!["a".into(), "1".into()],
+                vec!["long-name".into(), "123".into()],
+            ],
+        );
+        assert_eq!(
+            table,
+            "layout       n\n---------  ---\na            1\nlong-name  123\n"
+        );
+    }
+
+    #[test]
+    fn a_run_reconciles_only_when_the_outcomes_add_up() {
+        let counts = Counts {
+            offered: 10,
+            succeeded: 5,
+            failed: 1,
+            rejected_bulkhead: 3,
+            not_permitted: 1,
+            other_rejected: 0,
+        };
+        let run = |counts, bulkhead| {
+            RunReport::new(
+                Layout::BulkheadFirst,
+                counts,
+                Latencies::default(),
+                BreakerSummary::default(),
+                Duration::from_secs(1),
+                Duration::from_secs(1),
+                bulkhead,
+            )
+        };
+        assert!(run(counts, 3).reconciles());
+        assert!(run(counts, 3).reconciliation().ends_with("(= 10, exact)"));
+        assert!(!run(counts, 2).reconciles());
+        let short = Counts {
+            offered: 11,
+            ..counts
+        };
+        assert!(!run(short, 3).reconciles());
+        assert!(run(short, 3).reconciliation().contains("MISMATCH"));
+    }
+}

@@ -1,0 +1,105 @@
+//! The overload drill, run small: every offered call ends in exactly one outcome, the incident
+//! layout opens its breaker on overload alone, and the bulkhead-first layouts do not.
+//!
+//! Both tests use the drill's global registry; `drill::run` runs one drill at a time, and the
+//! binary runs in a process of its own. No assertion reads a timing.
+
+use std::process::Command;
+use std::time::Duration;
+
+use resilience_examples::drill::{self, DrillConfig, Layout};
+use serde_json::Value;
+
+/// A few seconds per layout, with guards and downstream scaled down with the callers so that
+/// demand still far exceeds capacity at the peak.
+fn small() -> DrillConfig {
+    DrillConfig {
+        callers: 120,
+        duration: Duration::from_secs(2),
+        bulkhead_max_concurrent_calls: 20,
+        bulkhead_max_wait: Duration::from_millis(200),
+        downstream_workers: 15,
+        breaker_open_wait: Duration::from_millis(500),
+        seed: 7,
+        ..DrillConfig::quick()
+    }
+}
+
+#[test]
+fn the_incident_layout_opens_the_breaker_and_bulkhead_first_does_not() {
+    let report = drill::run(&small(), &()).expect("the drill runs");
+    // Shown when the test fails (or with --nocapture).
+    print!("{}", report.table());
+    for line in report.reading() {
+        println!("{line}");
+    }
+    assert_eq!(
+        report.runs.iter().map(|r| r.layout).collect::<Vec<_>>(),
+        Layout::ALL
+    );
+    for run in &report.runs {
+        assert!(run.counts.offered > 0, "{}", run.reconciliation());
+        assert!(run.reconciles(), "{}", run.reconciliation());
+    }
+
+    let incident = report.run(Layout::Incident).unwrap();
+    assert!(
+        incident.breaker_first_open.is_some(),
+        "the incident layout's breaker never opened: {}",
+        incident.reconciliation()
+    );
+    assert!(incident.counts.not_permitted > 0);
+
+    for layout in [Layout::BulkheadFirst, Layout::BulkheadFirstUnfair] {
+        let run = report.run(layout).unwrap();
+        // Overload really happened (the bulkhead shed calls), and the breaker stayed closed.
+        assert!(run.counts.rejected_bulkhead > 0, "{}", run.reconciliation());
+        assert_eq!(run.breaker_first_open, None, "{}", run.reconciliation());
+        assert_eq!(run.counts.not_permitted, 0);
+    }
+}
+
+#[test]
+fn the_binary_runs_quick_and_writes_the_json_report() {
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("overload-drill-{}.json", std::process::id()));
+    let output = Command::new(env!("CARGO_BIN_EXE_overload-drill"))
+        .args(["--quick", "--json"])
+        .arg(&path)
+        .output()
+        .expect("the binary starts");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        stdout,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("breaker opened"), "no table:\n{stdout}");
+
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let runs = json["runs"].as_array().expect("a `runs` array");
+    let names: Vec<&str> = runs.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["incident-layout", "bulkhead-first", "bulkhead-first-unfair"]
+    );
+    for run in runs {
+        let count = |key: &str| {
+            run[key]
+                .as_u64()
+                .unwrap_or_else(|| panic!("`{key}` is not a count in {run}"))
+        };
+        let ended = count("succeeded")
+            + count("failed")
+            + count("rejected_bulkhead")
+            + count("not_permitted")
+            + count("other_rejected");
+        assert_eq!(count("offered"), ended, "{run}");
+        let first_open = &run["breaker_first_open_ms"];
+        assert!(first_open.is_null() || first_open.is_u64(), "{run}");
+    }
+    assert!(runs[0]["breaker_first_open_ms"].is_u64(), "{}", runs[0]);
+    assert!(runs[1]["breaker_first_open_ms"].is_null(), "{}", runs[1]);
+}
