@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
-use resilience_runtime::{Guard, Registry};
+use resilience_runtime::{bulkhead, circuit_breaker, Guard, Registry};
 use resilience_tests::CallError;
 
 struct Counting;
@@ -49,6 +49,18 @@ fn poll_ready<F: Future>(future: F, waker: &Waker) -> F::Output {
     }
 }
 
+#[bulkhead(name = "no-alloc-macro")]
+#[circuit_breaker(name = "no-alloc-macro")]
+fn annotated(i: u32) -> Result<u32, CallError> {
+    Ok(i)
+}
+
+#[bulkhead(name = "no-alloc-macro-async")]
+#[circuit_breaker(name = "no-alloc-macro-async")]
+async fn annotated_async(i: u32) -> Result<u32, CallError> {
+    Ok(i)
+}
+
 #[test]
 fn the_success_path_of_a_guarded_call_does_not_allocate() {
     let registry = Registry::new();
@@ -60,6 +72,8 @@ fn the_success_path_of_a_guarded_call_does_not_allocate() {
     for _ in 0..3 {
         let _: Result<u32, CallError> = plan.call(|| Ok(1));
         let _: Result<u32, CallError> = poll_ready(plan.call_async(async { Ok(1) }), &waker);
+        let _ = annotated(1);
+        let _ = poll_ready(annotated_async(1), &waker);
     }
 
     let before = ALLOCATIONS.load(Ordering::Relaxed);
@@ -71,9 +85,11 @@ fn the_success_path_of_a_guarded_call_does_not_allocate() {
         let async_: Result<u32, CallError> =
             poll_ready(plan.call_async(async move { Ok(i) }), &waker);
         assert_eq!(async_, Ok(i));
+        assert_eq!(annotated(i), Ok(i));
+        assert_eq!(poll_ready(annotated_async(i), &waker), Ok(i));
     }
     let allocated = ALLOCATIONS.load(Ordering::Relaxed) - before;
-    assert_eq!(allocated, 0, "allocations in 3000 guarded calls");
+    assert_eq!(allocated, 0, "allocations in 5000 guarded calls");
     assert_eq!(
         registry
             .circuit_breaker("a")
