@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use resilience_runtime::{
-    BulkheadConfig, CircuitBreakerConfig, Guard, Plan, Registry, Rejected, SlidingWindow,
+    BulkheadConfig, CircuitBreakerConfig, CircuitState, Guard, Plan, Registry, Rejected,
+    SlidingWindow,
 };
 use resilience_tests::CallError;
 
@@ -211,4 +212,85 @@ async fn tasks_mixing_errors_rejections_and_dropped_futures_leak_no_permit() {
         }
         assert_consistent(&registry, &tally, 8 * 400);
     }
+}
+
+#[resilience_runtime::bulkhead(name = "leak-macro")]
+#[resilience_runtime::circuit_breaker(name = "leak-macro")]
+async fn flaky(action: u64) -> Result<(), CallError> {
+    tokio::task::yield_now().await;
+    match action {
+        0..=3 => Ok(()),
+        4..=7 => Err(CallError::Downstream("boom")),
+        _ => {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok(())
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn annotated_calls_through_open_and_half_open_states_leak_no_permit_or_probe() {
+    let registry = Registry::global();
+    registry
+        .configure_bulkhead(
+            "leak-macro",
+            BulkheadConfig::builder()
+                .max_concurrent_calls(3)
+                .max_wait_duration(Duration::from_millis(2))
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    // Opens often (40 % failures against a 30 % threshold) and comes back half-open quickly,
+    // so probes are taken, failed, succeeded and dropped mid-call many times over.
+    registry
+        .configure_circuit_breaker(
+            "leak-macro",
+            CircuitBreakerConfig::builder()
+                .failure_rate_threshold(30.0)
+                .sliding_window(SlidingWindow::CountBased(10))
+                .minimum_number_of_calls(5)
+                .wait_duration_in_open_state(Duration::from_millis(2))
+                .permitted_calls_in_half_open_state(2)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    let tasks: Vec<_> = (0..8u64)
+        .map(|t| {
+            tokio::spawn(async move {
+                let mut rng = Rng(0xdead_beef + t);
+                for _ in 0..300 {
+                    let call = flaky(rng.below(10));
+                    let _ = tokio::time::timeout(Duration::from_millis(1), call).await;
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let bulkhead = registry.bulkhead("leak-macro");
+    assert_eq!(
+        bulkhead.available_concurrent_calls(),
+        3,
+        "every permit returned"
+    );
+    let breaker = registry.circuit_breaker("leak-macro");
+    assert!(
+        breaker.metrics().number_of_not_permitted_calls() > 0,
+        "the breaker opened"
+    );
+    // No probe leaked: once the open wait is over, successful calls get probe permits and
+    // close the breaker. A lost probe would leave it half-open, refusing every call.
+    let mut closed = false;
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        let _ = flaky(0).await;
+        if breaker.state() == CircuitState::Closed {
+            closed = true;
+            break;
+        }
+    }
+    assert!(closed, "stuck in {:?}", breaker.state());
 }
