@@ -65,12 +65,15 @@ const GUARDS: [Guard; 2] = [Guard::circuit_breaker("leak"), Guard::bulkhead("lea
 
 /// Keeps the thousands of injected panics out of the output, and every other panic in it.
 fn quiet_injected_panics() {
-    let default = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        if info.payload().downcast_ref::<&str>() != Some(&"injected panic") {
-            default(info);
-        }
-    }));
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if info.payload().downcast_ref::<&str>() != Some(&"injected panic") {
+                default(info);
+            }
+        }));
+    });
 }
 
 fn sync_worker(plan: &Plan, tally: &Tally, seed: u64, calls: usize) {
@@ -108,24 +111,31 @@ async fn async_worker(plan: Arc<Plan>, tally: Arc<Tally>, seed: u64, calls: usiz
     let mut rng = Rng(seed);
     for _ in 0..calls {
         let action = rng.below(10);
-        let call = plan.call_async(async move {
-            tokio::task::yield_now().await;
-            match action {
-                0..=5 => Ok(()),
-                6 | 7 => Err(CallError::Downstream("boom")),
-                _ => {
-                    tokio::time::sleep(Duration::from_secs(60)).await;
-                    Ok(())
+        let plan = plan.clone();
+        // Each call in a task of its own, so a panic inside it ends that task only.
+        let call = tokio::spawn(async move {
+            let call = plan.call_async(async move {
+                tokio::task::yield_now().await;
+                match action {
+                    0..=5 => Ok(()),
+                    6 | 7 => Err(CallError::Downstream("boom")),
+                    8 => panic!("injected panic"),
+                    _ => {
+                        tokio::time::sleep(Duration::from_secs(60)).await;
+                        Ok(())
+                    }
                 }
-            }
+            });
+            // Action 9 sleeps "forever": the timeout drops it mid-call.
+            tokio::time::timeout(Duration::from_millis(1), call).await
         });
-        // Action 8 and 9 sleep "forever": the timeout drops them mid-call.
-        let counter = match tokio::time::timeout(Duration::from_millis(1), call).await {
-            Ok(Ok(())) => &tally.ok,
-            Ok(Err(CallError::Rejected(Rejected::BulkheadFull { .. }))) => &tally.rejected,
-            Ok(Err(CallError::Downstream(_))) => &tally.failed,
-            Ok(Err(other)) => panic!("unexpected {other:?}"),
-            Err(_) => &tally.abandoned,
+        let counter = match call.await {
+            Ok(Ok(Ok(()))) => &tally.ok,
+            Ok(Ok(Err(CallError::Rejected(Rejected::BulkheadFull { .. })))) => &tally.rejected,
+            Ok(Ok(Err(CallError::Downstream(_)))) => &tally.failed,
+            Ok(Ok(Err(other))) => panic!("unexpected {other:?}"),
+            // Dropped by the timeout, or panicked.
+            Ok(Err(_)) | Err(_) => &tally.abandoned,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -192,7 +202,8 @@ fn threads_mixing_panics_errors_and_rejections_leak_no_permit() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tasks_mixing_errors_rejections_and_dropped_futures_leak_no_permit() {
+async fn tasks_mixing_errors_panics_rejections_and_dropped_futures_leak_no_permit() {
+    quiet_injected_panics();
     for fair in [true, false] {
         let registry = Arc::new(registry(3, fair));
         let plan = Arc::new(registry.plan(&GUARDS).unwrap());
