@@ -542,8 +542,10 @@ enum Permit<'a> {
     CircuitBreaker(CircuitPermit<'a>),
 }
 
-/// The most guards one call can hold: one per aspect kind.
-const MAX_GUARDS: usize = Aspect::ALL.len();
+/// The most guards one call can hold: one per implemented aspect kind (a plan refuses a
+/// repeated kind and the kinds without an implementation). Kept small: the permits live in the
+/// call's stack frame or future, which is moved as a whole.
+const MAX_GUARDS: usize = 2;
 
 /// The permits of a running call, outermost first, on the stack. Dropping it releases them
 /// innermost first.
@@ -556,7 +558,7 @@ struct Held<'a> {
 impl<'a> Held<'a> {
     fn new() -> Self {
         Held {
-            permits: [None, None, None, None, None],
+            permits: [None, None],
             ids: [0; MAX_GUARDS],
             len: 0,
         }
@@ -635,7 +637,9 @@ struct ChainIds {
     spill: Option<Arc<[u64]>>,
 }
 
-const INLINE_IDS: usize = 16;
+/// Ids held inline: enough for the distinct guards of a few nested guarded calls (a call that
+/// re-enters a guard adds no id). Deeper chains spill to the heap.
+const INLINE_IDS: usize = 6;
 
 impl ChainIds {
     fn holds(&self, id: u64) -> bool {

@@ -451,3 +451,46 @@ fn the_automatic_half_open_transition_runs_on_the_current_runtime_if_the_creatin
         [CircuitState::Open, CircuitState::HalfOpen]
     );
 }
+
+/// Enters bulkheads `level..8` one inside the other, then re-enters every one of them at the
+/// deepest level: each must pass through (held on the chain), none may reject.
+fn nested(
+    plans: Arc<Vec<resilience_runtime::Plan>>,
+    level: usize,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<usize, CallError>> + Send>> {
+    Box::pin(async move {
+        if level == plans.len() {
+            let mut passed = 0;
+            for plan in plans.iter() {
+                plan.call_async(async { Ok::<(), CallError>(()) }).await?;
+                passed += 1;
+            }
+            return Ok(passed);
+        }
+        let inner = plans.clone();
+        plans[level].call_async(nested(inner, level + 1)).await
+    })
+}
+
+#[tokio::test]
+async fn re_entry_is_recognised_along_a_chain_deeper_than_the_inline_ids() {
+    let registry = Registry::new();
+    let plans: Vec<_> = (0..8)
+        .map(|i| {
+            let name = format!("deep-{i}");
+            registry
+                .configure_bulkhead(
+                    name.as_str(),
+                    BulkheadConfig::builder()
+                        .max_concurrent_calls(1)
+                        .build()
+                        .unwrap(),
+                )
+                .unwrap();
+            registry
+                .plan(&[Guard::new(Aspect::Bulkhead, &name)])
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(nested(Arc::new(plans), 0).await, Ok(8));
+}
