@@ -3,10 +3,9 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::sync::Arc;
 
 use crate::aspect::Aspect;
-use crate::chain::{Guard, Plan, PlanCache};
+use crate::chain::{CachedPlan, Guard, PlanCache};
 use crate::registry::Registry;
 
 /// A function guarded by the attribute macros: where it is, and which guards it runs through.
@@ -69,7 +68,7 @@ impl CallSite {
 
     /// This call site's plan in the global registry, cached.
     #[doc(hidden)]
-    pub fn plan(&self) -> Arc<Plan> {
+    pub fn plan(&self) -> CachedPlan {
         self.plan.get(Registry::global())
     }
 }

@@ -4,7 +4,9 @@
 use std::cell::RefCell;
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use crate::aspect::Aspect;
 use crate::bulkhead::{Bulkhead, BulkheadPermit};
@@ -327,19 +329,10 @@ impl Plan {
     /// The [`Rejected`] of the first guard that refused the call; the guards already acquired
     /// are released (the breakers among them see a rejection, not a failure).
     pub fn enter(&self) -> Result<Entered<'_>, Rejected> {
-        let enclosing = Enclosing::current();
         let mut held = Held::new();
-        for step in &self.steps {
-            if !self.admit_reentry(step, &enclosing, &mut held)? {
-                continue;
-            }
-            let permit = match step {
-                Step::Bulkhead(b) => b.acquire_blocking().map(Permit::Bulkhead),
-                Step::CircuitBreaker(c) => c.try_acquire().map(Permit::CircuitBreaker),
-            };
-            held.push_or_reject(step.id(), permit)?;
-        }
-        Ok(Entered { held, enclosing })
+        let next = self.enter_from(0, &mut held, Bulkheads::Block)?;
+        debug_assert!(next.is_none(), "a blocking entry never stops at a bulkhead");
+        Ok(Entered { held })
     }
 
     /// Acquires every guard, in order, waiting asynchronously while a bulkhead makes it wait:
@@ -352,30 +345,71 @@ impl Plan {
     /// The [`Rejected`] of the first guard that refused the call, as for
     /// [`enter`](Plan::enter).
     pub async fn enter_async(&self) -> Result<Entered<'_>, Rejected> {
-        let enclosing = Enclosing::current();
         let mut held = Held::new();
-        for step in &self.steps {
-            if !self.admit_reentry(step, &enclosing, &mut held)? {
+        match self.enter_from(0, &mut held, Bulkheads::Stop)? {
+            None => Ok(Entered { held }),
+            // A full bulkhead that makes callers wait: the wait (a queue place and a timer) is
+            // boxed, so that it does not weigh on the future of every call that never waits.
+            Some(step) => Box::pin(self.enter_waiting(step, held)).await,
+        }
+    }
+
+    /// Acquires the guards from `steps[from]` on. With `Bulkheads::Stop`, returns the index of
+    /// the first bulkhead that has no free permit and makes callers wait (its permit not taken,
+    /// the guards before it held); `None` once every guard is acquired.
+    fn enter_from<'a>(
+        &'a self,
+        from: usize,
+        held: &mut Held<'a>,
+        bulkheads: Bulkheads,
+    ) -> Result<Option<usize>, Rejected> {
+        // Most calls are not nested in another guarded call: then no guard needs the check.
+        let nested = self.policy != ReentrancyPolicy::Allow && chain_is_busy();
+        for (index, step) in self.steps.iter().enumerate().skip(from) {
+            if nested && !self.admit_reentry(step, held)? {
                 continue;
             }
             let permit = match step {
-                Step::Bulkhead(b) => b.acquire().await.map(Permit::Bulkhead),
+                Step::Bulkhead(b) => match bulkheads {
+                    Bulkheads::Block => b.acquire_blocking().map(Permit::Bulkhead),
+                    Bulkheads::Stop => match b.try_acquire_uncounted() {
+                        Some(permit) => Ok(Permit::Bulkhead(permit)),
+                        None if b.waits() => return Ok(Some(index)),
+                        None => b.try_acquire().map(Permit::Bulkhead),
+                    },
+                },
                 Step::CircuitBreaker(c) => c.try_acquire().map(Permit::CircuitBreaker),
             };
             held.push_or_reject(step.id(), permit)?;
         }
-        Ok(Entered { held, enclosing })
+        Ok(None)
+    }
+
+    /// The rest of [`enter_async`](Plan::enter_async) from the bulkhead `steps[from]`, which
+    /// had no free permit: waits for it, then acquires the guards after it.
+    async fn enter_waiting<'a>(
+        &'a self,
+        mut from: usize,
+        mut held: Held<'a>,
+    ) -> Result<Entered<'a>, Rejected> {
+        loop {
+            let Step::Bulkhead(bulkhead) = &self.steps[from] else {
+                unreachable!("only a bulkhead makes a call wait");
+            };
+            let permit = bulkhead.acquire().await.map(Permit::Bulkhead);
+            held.push_or_reject(bulkhead.id(), permit)?;
+            match self.enter_from(from + 1, &mut held, Bulkheads::Stop)? {
+                None => return Ok(Entered { held }),
+                Some(next) => from = next,
+            }
+        }
     }
 
     /// Applies the re-entrancy policy to `step`: `Ok(true)` to acquire it, `Ok(false)` to
     /// pass through it, `Err` to refuse the call.
-    fn admit_reentry(
-        &self,
-        step: &Step,
-        enclosing: &Enclosing,
-        held: &mut Held<'_>,
-    ) -> Result<bool, Rejected> {
-        if self.policy == ReentrancyPolicy::Allow || !enclosing.holds(step.id()) {
+    #[cold]
+    fn admit_reentry(&self, step: &Step, held: &mut Held<'_>) -> Result<bool, Rejected> {
+        if !chain_holds(step.id()) {
             return Ok(true);
         }
         match self.policy {
@@ -392,6 +426,15 @@ impl Plan {
     }
 }
 
+/// What [`Plan::enter_from`] does at a bulkhead without a free permit.
+#[derive(Clone, Copy)]
+enum Bulkheads {
+    /// Wait for a permit, blocking the thread.
+    Block,
+    /// Stop there, so that the caller waits asynchronously.
+    Stop,
+}
+
 /// A call admitted by every guard of its [`Plan`] and not yet run: the permits, held.
 ///
 /// Run the call with [`run`](Entered::run) (sync) or [`run_async`](Entered::run_async); the
@@ -400,10 +443,9 @@ impl Plan {
 #[must_use = "an admitted call holds its permits until it runs or is dropped"]
 pub struct Entered<'a> {
     held: Held<'a>,
-    enclosing: Enclosing,
 }
 
-impl Entered<'_> {
+impl<'a> Entered<'a> {
     /// Runs `call` while holding the guards, records its outcome as `classify` says, and
     /// releases the guards innermost first. A panic in `call` releases them (recording
     /// nothing) and resumes.
@@ -413,7 +455,7 @@ impl Entered<'_> {
         classify: impl FnOnce(&R) -> CallOutcome,
     ) -> R {
         let result = {
-            let _on_chain = ThreadChain::enter(self.held.ids());
+            let _on_chain = OnChain::push(self.held.ids());
             call()
         };
         self.held.complete(classify(&result));
@@ -423,15 +465,56 @@ impl Entered<'_> {
     /// Runs the future `call` while holding the guards, records its output as `classify`
     /// says, and releases the guards innermost first. Dropping the returned future releases
     /// them and records nothing.
-    pub async fn run_async<R>(
-        mut self,
-        call: impl Future<Output = R>,
-        classify: impl FnOnce(&R) -> CallOutcome,
-    ) -> R {
-        let chain = self.enclosing.extended(self.held.ids());
-        let result = TASK_CHAIN.scope(chain, call).await;
-        self.held.complete(classify(&result));
-        result
+    pub fn run_async<R, F, C>(
+        self,
+        call: F,
+        classify: C,
+    ) -> impl Future<Output = R> + use<'a, R, F, C>
+    where
+        F: Future<Output = R>,
+        C: FnOnce(&R) -> CallOutcome,
+    {
+        RunAsync {
+            call,
+            held: self.held,
+            classify: Some(classify),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`Entered::run_async`]: polls the call with its guards on the call
+    /// chain, then records the outcome. Fields drop in order: the call first, then the permits.
+    struct RunAsync<'a, F, C> {
+        #[pin]
+        call: F,
+        held: Held<'a>,
+        classify: Option<C>,
+    }
+}
+
+impl<R, F, C> Future for RunAsync<'_, F, C>
+where
+    F: Future<Output = R>,
+    C: FnOnce(&R) -> CallOutcome,
+{
+    type Output = R;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<R> {
+        let this = self.project();
+        let polled = {
+            let _on_chain = OnChain::push(this.held.ids());
+            this.call.poll(cx)
+        };
+        let Poll::Ready(result) = polled else {
+            return Poll::Pending;
+        };
+        let classify = this
+            .classify
+            .take()
+            .expect("a guarded call's future was polled after it completed");
+        this.held.complete(classify(&result));
+        Poll::Ready(result)
     }
 }
 
@@ -513,16 +596,55 @@ impl PlanCache {
     }
 
     /// The plan in `registry`, from the cache if it is current.
-    pub fn get(&self, registry: &Registry) -> Arc<Plan> {
+    ///
+    /// The returned handle borrows the cached plan without touching its reference count
+    /// while few calls on this thread hold one; a call can hold it across `.await` (it is
+    /// `Send`), and a plan replaced meanwhile lives until its last handle is dropped.
+    pub fn get(&self, registry: &Registry) -> CachedPlan {
         let generation = registry.generation();
-        if let Some(plan) = &*self.cached.load() {
-            if plan.generation == generation {
-                return Arc::clone(plan);
-            }
+        let cached = self.cached.load();
+        if cached
+            .as_ref()
+            .is_some_and(|plan| plan.generation == generation)
+        {
+            return CachedPlan(Cached::Loaded(cached));
         }
+        drop(cached);
         let plan = Arc::new(registry.resolve_plan(self.guards));
         self.cached.store(Some(Arc::clone(&plan)));
-        plan
+        CachedPlan(Cached::Built(plan))
+    }
+}
+
+/// A [`Plan`] from a [`PlanCache`], held for one call: dereferences to the plan.
+pub struct CachedPlan(Cached);
+
+enum Cached {
+    /// Borrowed from the cache through `arc-swap` (no reference count touched in the common
+    /// case); always `Some`.
+    Loaded(arc_swap::Guard<Option<Arc<Plan>>>),
+    /// Built by this call.
+    Built(Arc<Plan>),
+}
+
+impl std::ops::Deref for CachedPlan {
+    type Target = Plan;
+
+    #[inline]
+    fn deref(&self) -> &Plan {
+        match &self.0 {
+            Cached::Loaded(guard) => match &**guard {
+                Some(plan) => plan,
+                None => unreachable!("a loaded plan is present"),
+            },
+            Cached::Built(plan) => plan,
+        }
+    }
+}
+
+impl fmt::Debug for CachedPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
     }
 }
 
@@ -570,6 +692,7 @@ impl<'a> Held<'a> {
 
     /// Keeps `permit`, or, if the guard refused, tells the guards already held and returns the
     /// rejection.
+    #[inline]
     fn push_or_reject(
         &mut self,
         id: u64,
@@ -603,6 +726,7 @@ impl<'a> Held<'a> {
 
     /// The call completed: the breakers record its outcome, innermost first, and every permit
     /// is released.
+    #[inline]
     fn complete(&mut self, outcome: CallOutcome) {
         for slot in self.permits[..self.len].iter_mut().rev() {
             match slot.take() {
@@ -627,113 +751,84 @@ impl Drop for Held<'_> {
     }
 }
 
-/// The guard instances held by the enclosing guarded calls of the current task, carried into
-/// the call's future as a task-local.
-#[derive(Clone, Debug, Default)]
-struct ChainIds {
-    inline: [u64; INLINE_IDS],
-    len: usize,
-    /// Ids past the inline ones, for unusually deep chains.
-    spill: Option<Arc<[u64]>>,
-}
-
-/// Ids held inline: enough for the distinct guards of a few nested guarded calls (a call that
-/// re-enters a guard adds no id). Deeper chains spill to the heap.
-const INLINE_IDS: usize = 6;
-
-impl ChainIds {
-    fn holds(&self, id: u64) -> bool {
-        self.inline[..self.len].contains(&id)
-            || self.spill.as_ref().is_some_and(|s| s.contains(&id))
-    }
-
-    fn extended(&self, ids: &[u64]) -> ChainIds {
-        let mut next = self.clone();
-        for &id in ids {
-            if next.len < INLINE_IDS {
-                next.inline[next.len] = id;
-                next.len += 1;
-            } else {
-                let mut spill: Vec<u64> = next.spill.as_deref().unwrap_or_default().to_vec();
-                spill.push(id);
-                next.spill = Some(spill.into());
-            }
-        }
-        next
-    }
-}
-
-tokio::task_local! {
-    static TASK_CHAIN: ChainIds;
+/// One guarded call's entry on the call chain: the guard instances it holds, and the tokio
+/// task it runs in (`None` outside any task).
+///
+/// Each thread keeps the entries of the guarded calls running on it in [`CHAIN`], innermost
+/// last: a sync call's entry for the extent of its body, an async call's entry for each poll
+/// of its future (pushed again at every poll, so a future handed to another task carries
+/// nothing from the task it was created in). A nested call recognises only the entries of its
+/// own task: a task that a sync guarded call happens to drive on its thread (a nested
+/// `block_on`) is not on that call's chain.
+#[derive(Clone, Copy)]
+struct Link {
+    task: Option<tokio::task::Id>,
+    ids: [u64; MAX_GUARDS],
+    len: u8,
 }
 
 thread_local! {
-    /// The guard instances held by the sync guarded calls on this thread's stack, each with
-    /// the tokio task it ran in (if any).
-    static THREAD_CHAIN: RefCell<Vec<(Option<tokio::task::Id>, u64)>> =
-        const { RefCell::new(Vec::new()) };
+    /// The entries of the guarded calls running on this thread, innermost last (see [`Link`]).
+    static CHAIN: RefCell<Vec<Link>> = const { RefCell::new(Vec::new()) };
 }
 
-/// What the enclosing guarded calls hold: the chain of the guarded future being polled, if
-/// any, and the sync guarded calls on this thread's stack that belong to the same task (a sync
-/// call inside an async one, or an async call that a sync one blocks on). A sync call's
-/// entries never reach another task that happens to run on its thread (a task a nested
-/// `block_on` drives, say): that task is not on the call chain.
-struct Enclosing {
-    chain: ChainIds,
+/// Whether a guarded call runs on this thread (the current call may be nested in it).
+#[inline]
+fn chain_is_busy() -> bool {
+    CHAIN.with(|chain| !chain.borrow().is_empty())
 }
 
-impl Enclosing {
-    fn current() -> Self {
-        let task = TASK_CHAIN.try_with(ChainIds::clone).unwrap_or_default();
-        let chain = THREAD_CHAIN.with(|t| {
-            let t = t.borrow();
-            if t.is_empty() {
-                return task;
-            }
-            let current = tokio::task::try_id();
-            let mut chain = task;
-            for &(owner, id) in t.iter() {
-                if owner == current {
-                    chain = chain.extended(&[id]);
-                }
-            }
-            chain
-        });
-        Enclosing { chain }
-    }
-
-    fn holds(&self, id: u64) -> bool {
-        self.chain.holds(id)
-    }
-
-    fn extended(&self, ids: &[u64]) -> ChainIds {
-        self.chain.extended(ids)
-    }
+/// Whether a guarded call around the current one, in the same task, holds the instance `id`.
+fn chain_holds(id: u64) -> bool {
+    CHAIN.with(|chain| {
+        let chain = chain.borrow();
+        if chain.is_empty() {
+            return false;
+        }
+        let task = tokio::task::try_id();
+        chain
+            .iter()
+            .any(|link| link.task == task && link.ids[..usize::from(link.len)].contains(&id))
+    })
 }
 
-/// Marks this thread as holding `ids` until dropped: the extent of a sync guarded call.
-struct ThreadChain {
-    restore_len: usize,
+/// A call's entry on this thread's chain; dropping it takes the entry off again (on return
+/// and on unwind). Kept in a local of the scope that runs the call, so entries come off in
+/// the reverse order they went on.
+struct OnChain {
+    /// The chain's length before the push; `None` if nothing was pushed.
+    restore: Option<usize>,
 }
 
-impl ThreadChain {
-    fn enter(ids: &[u64]) -> Self {
-        let restore_len = THREAD_CHAIN.with(|t| {
-            let mut t = t.borrow_mut();
-            let len = t.len();
-            if !ids.is_empty() {
-                let owner = tokio::task::try_id();
-                t.extend(ids.iter().map(|&id| (owner, id)));
-            }
+impl OnChain {
+    /// Pushes an entry holding `ids`; pushes nothing if the call holds no guard.
+    #[inline]
+    fn push(ids: &[u64]) -> OnChain {
+        if ids.is_empty() {
+            return OnChain { restore: None };
+        }
+        let mut link = Link {
+            task: tokio::task::try_id(),
+            ids: [0; MAX_GUARDS],
+            len: ids.len() as u8, // at most MAX_GUARDS
+        };
+        link.ids[..ids.len()].copy_from_slice(ids);
+        let restore = CHAIN.with(|chain| {
+            let mut chain = chain.borrow_mut();
+            let len = chain.len();
+            chain.push(link);
             len
         });
-        ThreadChain { restore_len }
+        OnChain {
+            restore: Some(restore),
+        }
     }
 }
 
-impl Drop for ThreadChain {
+impl Drop for OnChain {
     fn drop(&mut self) {
-        THREAD_CHAIN.with(|t| t.borrow_mut().truncate(self.restore_len));
+        if let Some(len) = self.restore {
+            CHAIN.with(|chain| chain.borrow_mut().truncate(len));
+        }
     }
 }

@@ -20,7 +20,7 @@ pub use bulkhead::{
     Bulkhead, BulkheadConfig, BulkheadConfigBuilder, BulkheadMetrics, BulkheadPermit,
 };
 pub use call_site::{CallSite, UnconfiguredGuard, Validation};
-pub use chain::{CallOutcome, Entered, Guard, Plan, PlanCache, ReentrancyPolicy};
+pub use chain::{CachedPlan, CallOutcome, Entered, Guard, Plan, PlanCache, ReentrancyPolicy};
 pub use circuit_breaker::{
     CircuitBreaker, CircuitBreakerConfig, CircuitBreakerConfigBuilder, CircuitBreakerEvent,
     CircuitBreakerMetrics, CircuitPermit, CircuitState, OpenStateBackoff, SlidingWindow,

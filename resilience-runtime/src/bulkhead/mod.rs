@@ -187,6 +187,20 @@ impl Bulkhead {
         }
     }
 
+    /// Takes a free permit if there is one, counting nothing when there is not: the first step
+    /// of a guarded call, which then waits with [`acquire`](Self::acquire) (or is rejected by
+    /// it) only when [`waits`](Self::waits) says a full bulkhead makes callers wait.
+    #[inline]
+    pub(crate) fn try_acquire_uncounted(&self) -> Option<BulkheadPermit<'_>> {
+        self.semaphore.try_acquire().then(|| self.permit())
+    }
+
+    /// Whether a caller who finds no free permit waits for one (`max_wait_duration` above zero).
+    #[inline]
+    pub(crate) fn waits(&self) -> bool {
+        self.wait != Wait::Reject
+    }
+
     /// Takes a permit, blocking the current thread up to `max_wait_duration` until one is
     /// free. Needs no async runtime; do not call it on an async executor's thread.
     ///
