@@ -334,6 +334,44 @@ async fn another_task_is_another_chain() {
     ));
 }
 
+/// Two tasks polled in turn on one thread: a call of one task that waits mid-call leaves
+/// nothing on the thread for the other task's calls to mistake for their own chain.
+#[test]
+fn tasks_interleaved_on_one_thread_do_not_share_a_chain() {
+    let registry = Arc::new(registry_with(1, false));
+    let plan = Arc::new(registry.plan(&BOTH_ORDERS[0]).unwrap());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let holder = {
+            let plan = plan.clone();
+            tokio::spawn(async move {
+                plan.call_async(async move {
+                    released.await.unwrap();
+                    Ok::<(), CallError>(())
+                })
+                .await
+            })
+        };
+        // Let the holder take the only permit and park on its channel.
+        tokio::task::yield_now().await;
+        assert_eq!(registry.bulkhead("orders").available_concurrent_calls(), 0);
+        let other = {
+            let plan = plan.clone();
+            tokio::spawn(async move { plan.call_async(async { Ok::<(), CallError>(()) }).await })
+        };
+        assert!(matches!(
+            other.await.unwrap(),
+            Err(CallError::Rejected(Rejected::BulkheadFull { .. }))
+        ));
+        release.send(()).unwrap();
+        holder.await.unwrap().unwrap();
+    });
+    assert_eq!(registry.bulkhead("orders").available_concurrent_calls(), 1);
+}
+
 #[test]
 fn re_entry_can_be_rejected_or_allowed_by_policy() {
     let registry = registry_with(1, false);
