@@ -210,6 +210,9 @@ pub(crate) struct TimeWindow {
     buckets: Box<[Bucket]>,
     /// The latest second seen.
     latest: u64,
+    /// `index(latest)`, kept so that a call of the latest second (nearly every call) costs no
+    /// division.
+    latest_index: usize,
     totals: Totals,
 }
 
@@ -219,6 +222,7 @@ impl TimeWindow {
         TimeWindow {
             buckets: vec![Bucket::EMPTY; seconds].into_boxed_slice(),
             latest: 0,
+            latest_index: 0,
             totals: Totals::default(),
         }
     }
@@ -256,6 +260,7 @@ impl TimeWindow {
             }
         }
         self.latest = second;
+        self.latest_index = self.index(second);
     }
 
     fn record(&mut self, outcome: Outcome, now_nanos: u64) {
@@ -265,7 +270,11 @@ impl TimeWindow {
         if second + self.len() <= self.latest {
             return;
         }
-        let index = self.index(second);
+        let index = if second == self.latest {
+            self.latest_index
+        } else {
+            self.index(second)
+        };
         let bucket = &mut self.buckets[index];
         if bucket.second != second {
             *bucket = Bucket {
