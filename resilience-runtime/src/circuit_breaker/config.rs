@@ -389,7 +389,7 @@ impl CircuitBreakerConfigBuilder {
     /// subscribed to its events). Any other threshold times every call: on the system clock on
     /// Linux with the cheap coarse clock when its resolution is at most 1 % of the threshold
     /// (the default 60 s qualifies), else with the precise clock (see the
-    /// [circuit breaker's docs](crate::circuit_breaker)).
+    /// [circuit breaker's docs](mod@crate::circuit_breaker)).
     ///
     /// ```
     /// use std::time::Duration;
