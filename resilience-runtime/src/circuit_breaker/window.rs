@@ -149,13 +149,16 @@ impl CountWindow {
     fn record(&mut self, outcome: Outcome) {
         let size = self.slots.len();
         let slot = &mut self.slots[self.head];
-        if self.len == size {
-            self.totals.remove(*slot);
-        } else {
+        if self.len < size {
             self.len += 1;
+            self.totals.add(outcome);
+        } else if *slot != outcome {
+            // A full window replacing a call by one of the same kind (the steady state of a
+            // healthy dependency) leaves the totals as they are.
+            self.totals.remove(*slot);
+            self.totals.add(outcome);
         }
         *slot = outcome;
-        self.totals.add(outcome);
         self.head += 1;
         if self.head == size {
             self.head = 0;
