@@ -131,6 +131,21 @@ fn ours_breaker(window: SlidingWindow) -> CircuitBreaker {
     CircuitBreaker::new("bench", breaker_config(window))
 }
 
+/// The policy equal to recloser's: `breaker_config` with the slow-call rule off
+/// (`Duration::MAX`), as recloser has no slow-call rule. With a count window the closed path
+/// reads no clock.
+fn ours_breaker_equal(window: SlidingWindow) -> CircuitBreaker {
+    let config = CircuitBreakerConfig::builder()
+        .failure_rate_threshold(50.0)
+        .sliding_window(window)
+        .minimum_number_of_calls(window.size().min(100))
+        .wait_duration_in_open_state(Duration::from_secs(3600))
+        .slow_call_duration_threshold(Duration::MAX)
+        .build()
+        .expect("valid breaker config");
+    CircuitBreaker::new("bench", config)
+}
+
 #[inline(always)]
 fn ours_breaker_call(cb: &CircuitBreaker) {
     cb.try_acquire().expect("closed").record_success();
@@ -190,8 +205,13 @@ fn tower_resilience_breaker(
 
 fn breaker_closed(c: &mut Criterion) {
     let mut g = c.benchmark_group("breaker_closed");
-    let ours = ours_breaker(SlidingWindow::CountBased(100));
+    let ours = ours_breaker_equal(SlidingWindow::CountBased(100));
     g.bench_function("ours", |b| b.iter(|| ours_breaker_call(black_box(&ours))));
+    // The default 60 s slow-call rule: each call timed (the coarse clock on Linux).
+    let ours_slow = ours_breaker(SlidingWindow::CountBased(100));
+    g.bench_function("ours_default_slow_rule", |b| {
+        b.iter(|| ours_breaker_call(black_box(&ours_slow)))
+    });
     let rc = recloser_closed();
     g.bench_function("recloser", |b| {
         b.iter(|| black_box(rc.call(|| Ok::<u32, ()>(black_box(1)))).unwrap())
@@ -210,9 +230,13 @@ fn breaker_closed(c: &mut Criterion) {
 
 fn breaker_closed_2threads(c: &mut Criterion) {
     let mut g = c.benchmark_group("breaker_closed_2threads");
-    let ours = ours_breaker(SlidingWindow::CountBased(100));
+    let ours = ours_breaker_equal(SlidingWindow::CountBased(100));
     g.bench_function("ours", |b| {
         b.iter_custom(|iters| two_threads(iters, &ours, ours_breaker_call))
+    });
+    let ours_slow = ours_breaker(SlidingWindow::CountBased(100));
+    g.bench_function("ours_default_slow_rule", |b| {
+        b.iter_custom(|iters| two_threads(iters, &ours_slow, ours_breaker_call))
     });
     let rc = recloser_closed();
     g.bench_function("recloser", |b| {
@@ -460,6 +484,9 @@ fn bulkhead_fairness(c: &mut Criterion) {
 
 // ---------------------------------------------------------------- scaling
 
+/// `breaker_closed/ours_default_slow_rule`'s policy (the same configuration as before the
+/// closed-path fix, so the figures compare across it) over windows of every size: every call
+/// is timed with the coarse clock (on Linux), and a time window uses the same reading.
 fn scaling_window(c: &mut Criterion) {
     let mut g = c.benchmark_group("scaling_window");
     for (id, window) in [
@@ -498,9 +525,10 @@ fn scaling_registry(c: &mut Criterion) {
 
 // ---------------------------------------------------------------- suspected costs
 
-/// The parts the hot path is made of, to size the suspects: a clock read (the breaker takes
-/// two per call), an uncontended mutex (the breaker takes one per record), an `Arc` clone (the
-/// macro's call site clones its cached plan per call) and the plan cache's check.
+/// The parts the hot path is made of, to size the suspects: a clock read (precise, and the
+/// coarse one the breaker times calls with on Linux), an uncontended mutex and the spin lock
+/// the breaker records under, an `Arc` clone (the macro's call site clones its cached plan per
+/// call) and the plan cache's check.
 fn components(c: &mut Criterion) {
     let mut g = c.benchmark_group("components");
     let clock = resilience_runtime::Clock::system();
@@ -521,6 +549,29 @@ fn components(c: &mut Criterion) {
             b.iter(tokio::time::Instant::now)
         });
     }
+    #[cfg(target_os = "linux")]
+    g.bench_function("clock_gettime_coarse", |b| {
+        b.iter(|| {
+            let mut now = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: `now` is a valid, writable timespec that outlives the call.
+            #[allow(unsafe_code)]
+            let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut now) };
+            black_box((rc, now.tv_nsec))
+        })
+    });
+    // What the breaker's spin lock costs uncontended: one swap and one release store.
+    let flag = std::sync::atomic::AtomicBool::new(false);
+    g.bench_function("spin_lock_swap_store", |b| {
+        use std::sync::atomic::Ordering;
+        b.iter(|| {
+            let flag = black_box(&flag);
+            while flag.swap(true, Ordering::Acquire) {}
+            flag.store(false, Ordering::Release);
+        })
+    });
     let mutex = std::sync::Mutex::new(0u64);
     g.bench_function("std_mutex_lock_add", |b| {
         b.iter(|| *black_box(&mutex).lock().unwrap() += 1)

@@ -15,7 +15,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// The system clock reads `tokio::time::Instant`, which is the operating system's monotonic
 /// clock, except inside a tokio runtime whose time is paused (`#[tokio::test(start_paused =
 /// true)]`, with tokio's `test-util` feature), where it follows the runtime's paused time. A
-/// [`ManualClock`] moves only when a test advances it.
+/// [`ManualClock`] moves only when a test advances it, and drives everything a guard times.
+///
+/// **Paused tokio time drives waits only.** On the system clock, a circuit breaker's waits (the
+/// open state's wait, the half-open state's maximum wait, their timers, `remaining_open_time`)
+/// follow paused tokio time, but the durations of calls (slow calls, event durations) and its
+/// time-based sliding window are read from the operating system's clock directly: on Linux from
+/// `CLOCK_MONOTONIC_COARSE` where its resolution is fine enough (see
+/// [`CircuitBreaker`](crate::CircuitBreaker)), which costs a fifth of a precise reading. Test
+/// those with a [`ManualClock`].
 ///
 /// ```
 /// use std::time::Duration;
@@ -71,6 +79,100 @@ impl Clock {
             }
         }
     }
+}
+
+/// Which reading of a [`Clock`] a guard takes for one purpose (the time of a call, the time of
+/// a sliding window), chosen once per guard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reading {
+    /// No reading: nothing depends on the time (reads as zero).
+    None,
+    /// The operating system's coarse monotonic clock (`CLOCK_MONOTONIC_COARSE`): a timeline of
+    /// its own, a few milliseconds of resolution, never paused by tokio. Only chosen for the
+    /// system clock where [`coarse_resolution_nanos`] is `Some`.
+    Coarse,
+    /// [`Clock::now_nanos`]: the manual clock, or the system clock at full precision.
+    Precise,
+}
+
+impl Clock {
+    /// Reads the clock as `reading` says. Two readings are comparable only if they were taken
+    /// with the same `Reading`.
+    #[inline]
+    pub(crate) fn read(&self, reading: Reading) -> u64 {
+        match reading {
+            Reading::None => 0,
+            Reading::Coarse => coarse_now_nanos(),
+            Reading::Precise => self.now_nanos(),
+        }
+    }
+
+    /// The resolution of the coarse clock when this clock may use it instead of a precise
+    /// reading: the system clock on Linux. `None` for a [`ManualClock`] (which must drive every
+    /// time a test observes) and elsewhere.
+    pub(crate) fn coarse_resolution(&self) -> Option<u64> {
+        if self.is_manual() {
+            None
+        } else {
+            coarse_resolution_nanos()
+        }
+    }
+}
+
+/// The resolution of `CLOCK_MONOTONIC_COARSE` in nanoseconds (`clock_getres`, read once), or
+/// `None` where it is not available (not Linux, or the call failed).
+#[allow(unsafe_code)] // `clock_getres`
+pub(crate) fn coarse_resolution_nanos() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        static RESOLUTION: Lazy<Option<u64>> = Lazy::new(|| {
+            let mut res = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: `res` is a valid, writable `timespec` that outlives the call.
+            let rc = unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &mut res) };
+            let nanos = timespec_nanos(&res);
+            (rc == 0 && nanos > 0).then_some(nanos)
+        });
+        *RESOLUTION
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
+/// `CLOCK_MONOTONIC_COARSE` in nanoseconds since its (unspecified) origin. Called only once
+/// [`coarse_resolution_nanos`] found the clock, so `clock_gettime` cannot fail (it would read 0).
+#[inline]
+#[allow(unsafe_code)] // `clock_gettime`
+fn coarse_now_nanos() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        let mut now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `now` is a valid, writable `timespec` that outlives the call.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut now) };
+        debug_assert_eq!(rc, 0, "CLOCK_MONOTONIC_COARSE was available at start");
+        timespec_nanos(&now)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        // Never chosen: `coarse_resolution_nanos` is `None` here.
+        0
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[inline]
+fn timespec_nanos(t: &libc::timespec) -> u64 {
+    // A monotonic clock's fields are never negative; a negative one would read as zero.
+    let secs = u64::try_from(t.tv_sec).unwrap_or(0);
+    let nanos = u64::try_from(t.tv_nsec).unwrap_or(0);
+    secs.saturating_mul(1_000_000_000).saturating_add(nanos)
 }
 
 impl From<ManualClock> for Clock {
@@ -140,5 +242,42 @@ impl ManualClock {
 impl fmt::Debug for ManualClock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("ManualClock").field(&self.now()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_manual_clock_never_uses_the_coarse_clock() {
+        assert_eq!(Clock::from(ManualClock::new()).coarse_resolution(), None);
+        assert_eq!(
+            Clock::system().coarse_resolution(),
+            coarse_resolution_nanos()
+        );
+    }
+
+    #[test]
+    fn readings_of_each_kind_are_monotonic() {
+        let clock = Clock::system();
+        assert_eq!(clock.read(Reading::None), 0);
+        let a = clock.read(Reading::Precise);
+        let b = clock.read(Reading::Precise);
+        assert!(b >= a);
+        if coarse_resolution_nanos().is_some() {
+            let a = clock.read(Reading::Coarse);
+            std::thread::sleep(Duration::from_millis(20));
+            let b = clock.read(Reading::Coarse);
+            // The coarse clock moves at least once per resolution step (a few ms).
+            assert!(b > a, "{a} then {b}");
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_coarse_clock_exists_on_linux_with_a_resolution_of_milliseconds() {
+        let res = coarse_resolution_nanos().expect("CLOCK_MONOTONIC_COARSE on Linux");
+        assert!(res <= 100_000_000, "{res} ns");
     }
 }

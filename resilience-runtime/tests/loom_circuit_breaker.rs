@@ -1,6 +1,9 @@
 //! Model-checks the half-open permit accounting of the circuit breaker under every
 //! interleaving loom explores: never more probes than permitted, probes given back are
 //! re-acquirable, and the atomic state mirror agrees with the state machine behind the lock.
+//! And the closed state's fast path (records under the window's spin lock, without the state
+//! machine's lock): a stale record never reaches a later closed state's window, and racing
+//! records open the breaker exactly once.
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" cargo test -p resilience-runtime --test loom_circuit_breaker --release
@@ -13,7 +16,8 @@ use loom::sync::Arc;
 use loom::thread;
 
 use resilience_runtime::{
-    CircuitBreaker, CircuitBreakerConfig, CircuitState, Clock, ManualClock, Rejected,
+    CircuitBreaker, CircuitBreakerConfig, CircuitPermit, CircuitState, Clock, ManualClock,
+    Rejected, SlidingWindow,
 };
 
 /// A half-open breaker with `probes` probe calls, on a manual clock that never moves.
@@ -180,5 +184,140 @@ fn a_stale_probe_does_not_reach_the_next_state() {
         // Only a call taken after the close is in the closed window.
         let expected = usize::from(probe == Some(false));
         assert_eq!(cb.metrics().number_of_buffered_calls() as usize, expected);
+    });
+}
+
+/// A closed breaker: count window of `size` calls, minimum `size`, failure threshold 50 %, on a
+/// manual clock that never moves.
+fn closed(size: u32) -> CircuitBreaker {
+    let config = CircuitBreakerConfig::builder()
+        .sliding_window(SlidingWindow::CountBased(size))
+        .minimum_number_of_calls(size)
+        .failure_rate_threshold(50.0)
+        .build()
+        .unwrap();
+    CircuitBreaker::with_clock("loom", config, Clock::from(ManualClock::new()))
+}
+
+/// The epoch a permit was taken in, from its `Debug` output (the only place it shows).
+fn epoch_of(permit: &CircuitPermit<'_>) -> u64 {
+    let text = format!("{permit:?}");
+    let digits: String = text
+        .split("epoch: ")
+        .nth(1)
+        .expect("the permit shows its epoch")
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().expect("an epoch is a number")
+}
+
+/// The number of transitions so far, from the breaker's `Debug` output.
+fn transitions_of(cb: &CircuitBreaker) -> u64 {
+    let text = format!("{cb:?}");
+    let digits: String = text
+        .split("transitions: ")
+        .nth(1)
+        .expect("the breaker shows its transitions")
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().expect("a count is a number")
+}
+
+/// A closed-state failure races manual transitions to open and back to closed: the failure is
+/// in the final closed window only if its permit was taken in that closed state (epoch 2); a
+/// permit of the first closed state records nothing there, whether it lands before, between or
+/// after the transitions.
+#[test]
+fn a_stale_closed_record_never_lands_in_a_later_closed_window() {
+    model(2, || {
+        let cb = Arc::new(closed(4));
+        let caller = {
+            let cb = Arc::clone(&cb);
+            thread::spawn(move || match cb.try_acquire() {
+                Ok(permit) => {
+                    let epoch = epoch_of(&permit);
+                    permit.record_failure();
+                    Some(epoch)
+                }
+                Err(_) => None,
+            })
+        };
+        cb.transition_to_open_state();
+        cb.transition_to_closed_state();
+        let epoch = caller.join().unwrap();
+        assert_eq!(cb.state(), CircuitState::Closed);
+        let metrics = cb.metrics();
+        let expected = u32::from(epoch == Some(2));
+        assert_eq!(metrics.number_of_buffered_calls(), expected, "{epoch:?}");
+        assert_eq!(metrics.number_of_failed_calls(), expected, "{epoch:?}");
+    });
+}
+
+/// A closed-state failure that opens the breaker (window 1) races manual transitions to open and
+/// back to closed: the breaker ends open only if the failure's permit was taken in the final
+/// closed state; a trip of the first closed state that loses the race to the manual
+/// transitions changes nothing.
+#[test]
+fn a_stale_trip_never_opens_a_later_closed_state() {
+    model(2, || {
+        let cb = Arc::new(closed(1));
+        let caller = {
+            let cb = Arc::clone(&cb);
+            thread::spawn(move || match cb.try_acquire() {
+                Ok(permit) => {
+                    let epoch = epoch_of(&permit);
+                    permit.record_failure();
+                    Some(epoch)
+                }
+                Err(_) => None,
+            })
+        };
+        cb.transition_to_open_state();
+        cb.transition_to_closed_state();
+        let epoch = caller.join().unwrap();
+        let metrics = cb.metrics();
+        if epoch == Some(2) {
+            assert_eq!(cb.state(), CircuitState::Open);
+            assert_eq!(metrics.number_of_failed_calls(), 1);
+        } else {
+            assert_eq!(cb.state(), CircuitState::Closed, "{epoch:?}");
+            assert_eq!(metrics.number_of_buffered_calls(), 0, "{epoch:?}");
+        }
+    });
+}
+
+/// Two closed-state calls record at once into a window of 2 that holds one success: whichever
+/// failure lands first makes the rate 50 % and opens the breaker, exactly once; the other call
+/// is refused or its record is dropped, so the open state keeps the two calls that opened it.
+#[test]
+fn racing_closed_records_open_the_breaker_once() {
+    model(2, || {
+        let cb = Arc::new(closed(2));
+        cb.try_acquire().unwrap().record_success();
+        let callers: Vec<_> = (0..2)
+            .map(|_| {
+                let cb = Arc::clone(&cb);
+                thread::spawn(move || match cb.try_acquire() {
+                    Ok(permit) => {
+                        permit.record_failure();
+                        true
+                    }
+                    Err(_) => false,
+                })
+            })
+            .collect();
+        let refused = callers
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .filter(|permitted| !permitted)
+            .count();
+        assert_eq!(cb.state(), CircuitState::Open);
+        assert_eq!(transitions_of(&cb), 1, "opened exactly once");
+        let metrics = cb.metrics();
+        assert_eq!(metrics.number_of_buffered_calls(), 2);
+        assert_eq!(metrics.number_of_failed_calls(), 1);
+        assert_eq!(metrics.number_of_not_permitted_calls() as usize, refused);
     });
 }

@@ -98,7 +98,7 @@ impl OpenStateBackoff {
 /// |---|---|
 /// | `failure_rate_threshold` | 50 % |
 /// | `slow_call_rate_threshold` | 100 % |
-/// | `slow_call_duration_threshold` | 60 s |
+/// | `slow_call_duration_threshold` | 60 s (`Duration::MAX`: slow-call detection off) |
 /// | `sliding_window` | `CountBased(100)` |
 /// | `minimum_number_of_calls` | 100 |
 /// | `wait_duration_in_open_state` | 60 s |
@@ -182,6 +182,8 @@ impl CircuitBreakerConfig {
     }
 
     /// A call that takes at least this long is slow (whether it succeeds or fails).
+    /// [`Duration::MAX`] (or anything from 2⁶⁴ ns, about 584 years, up) turns slow-call
+    /// detection off: no call is ever slow.
     pub fn slow_call_duration_threshold(&self) -> Duration {
         self.slow_call_duration_threshold
             .unwrap_or(Self::DEFAULT_SLOW_CALL_DURATION_THRESHOLD)
@@ -381,6 +383,26 @@ impl CircuitBreakerConfigBuilder {
     }
 
     /// A call that takes at least this long is slow (greater than zero).
+    ///
+    /// [`Duration::MAX`] turns slow-call detection off: no call is ever slow, and a breaker
+    /// with a count-based window then reads no clock at all on its closed path (unless someone
+    /// subscribed to its events). Any other threshold times every call: on the system clock on
+    /// Linux with the cheap coarse clock when its resolution is at most 1 % of the threshold
+    /// (the default 60 s qualifies), else with the precise clock (see the
+    /// [circuit breaker's docs](mod@crate::circuit_breaker)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use resilience_runtime::{CircuitBreakerConfig, SlidingWindow};
+    ///
+    /// // Failures only, over the last 100 calls: no clock on the closed path.
+    /// let config = CircuitBreakerConfig::builder()
+    ///     .sliding_window(SlidingWindow::CountBased(100))
+    ///     .slow_call_duration_threshold(Duration::MAX)
+    ///     .build()?;
+    /// assert_eq!(config.slow_call_duration_threshold(), Duration::MAX);
+    /// # Ok::<(), resilience_runtime::ConfigError>(())
+    /// ```
     pub fn slow_call_duration_threshold(mut self, threshold: Duration) -> Self {
         self.config.slow_call_duration_threshold = Some(threshold);
         self

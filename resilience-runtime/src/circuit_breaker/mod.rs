@@ -20,13 +20,39 @@
 //!
 //! Time comes from the breaker's [`Clock`], so a [`ManualClock`](crate::ManualClock) drives every
 //! time-dependent behaviour in tests.
+//!
+//! # What the closed path costs
+//!
+//! A successful call through a closed breaker is one atomic load to permit it and one short spin
+//! lock around the sliding window to record it; the breaker's state-machine lock is taken only
+//! when a rate reaches its threshold. The clock is read only where a rule needs it:
+//!
+//! - **No clock** with a count-based window and slow-call detection turned off
+//!   (`slow_call_duration_threshold(Duration::MAX)`), unless someone subscribed to the events.
+//! - **A coarse clock** for call durations on the system clock on Linux
+//!   (`CLOCK_MONOTONIC_COARSE`, read at a fifth of the cost), when its resolution (a few
+//!   milliseconds) is at most 1 % of `slow_call_duration_threshold` (the default 60 s
+//!   qualifies); otherwise the precise clock. A time-based window reads the coarse clock for
+//!   every record and every read of its totals when its resolution is at most 10 ms (1 % of a
+//!   one-second bucket); otherwise the precise clock. A [`ManualClock`](crate::ManualClock)
+//!   drives all of these.
+//! - **Event durations**: a call made while someone is subscribed is timed with the precise
+//!   clock, so its [`CircuitBreakerEvent`] carries a precise `elapsed`. A call that started
+//!   before anyone subscribed reports the elapsed time it has: coarse, or zero if it was not
+//!   timed at all.
+//!
+//! The waits of the open and half-open states, their timers and
+//! [`remaining_open_time`](CircuitBreaker::remaining_open_time) always read the breaker's
+//! precise [`Clock`]. So under a paused tokio runtime those waits follow paused time, while call
+//! durations (slow calls) and time-based windows follow the operating system's clock: test
+//! those with a [`ManualClock`](crate::ManualClock), which drives everything.
 
 mod config;
 mod events;
 mod metrics;
 mod window;
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests;
 
 pub use config::{
@@ -40,10 +66,10 @@ use std::mem::ManuallyDrop;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::clock::Clock;
+use crate::clock::{Clock, Reading};
 use crate::error::Rejected;
 use crate::name::Name;
-use crate::sync::{lock, AtomicU64, Mutex, Ordering};
+use crate::sync::{lock, AtomicU64, Mutex, Ordering, SpinLock};
 
 use events::{Ev, EventBuf, Subscribers};
 use window::{Outcome, Totals, Window};
@@ -132,6 +158,41 @@ fn duration_nanos(d: Duration) -> u64 {
 /// A deadline that is never reached.
 const NEVER: u64 = u64::MAX;
 
+/// `slow_call_nanos` of a threshold of 2⁶⁴ ns (584 years) or more, such as `Duration::MAX`:
+/// slow-call detection is off, no call is ever slow.
+const NEVER_SLOW: u64 = u64::MAX;
+
+/// A `recording_epoch` that no permit has (epochs stay below 2⁵⁶: see [`pack`]).
+const NO_EPOCH: u64 = u64::MAX;
+
+/// How a breaker times its calls for the slow-call rule, chosen once: no clock when the rule is
+/// off, the coarse clock when its resolution is at most 1 % of the threshold, else the precise
+/// clock. `coarse_resolution` is [`Clock::coarse_resolution`]: `None` for a manual clock.
+fn call_reading(slow_call_nanos: u64, coarse_resolution: Option<u64>) -> Reading {
+    if slow_call_nanos == NEVER_SLOW {
+        return Reading::None;
+    }
+    match coarse_resolution {
+        Some(resolution) if resolution.saturating_mul(100) <= slow_call_nanos => Reading::Coarse,
+        _ => Reading::Precise,
+    }
+}
+
+/// The one clock reading every operation of a breaker's sliding window uses (a record and
+/// every read of the totals: they must share one timeline). A count-based window needs none; a
+/// time-based one takes the coarse clock when its resolution is at most 10 ms (1 % of a bucket
+/// of one second), else the precise clock.
+fn window_reading(window: SlidingWindow, coarse_resolution: Option<u64>) -> Reading {
+    const MAX_COARSE_RESOLUTION: u64 = 10_000_000;
+    match window {
+        SlidingWindow::CountBased(_) => Reading::None,
+        SlidingWindow::TimeBased(_) => match coarse_resolution {
+            Some(resolution) if resolution <= MAX_COARSE_RESOLUTION => Reading::Coarse,
+            _ => Reading::Precise,
+        },
+    }
+}
+
 /// A circuit breaker. `Send + Sync`: share it by reference or in an `Arc`.
 ///
 /// Each call takes a [`CircuitPermit`] with [`try_acquire`](Self::try_acquire) and reports how
@@ -188,8 +249,16 @@ struct Shared {
     deadline: AtomicU64,
     /// Calls refused since the current metrics started (counted without the lock).
     not_permitted: AtomicU64,
+    /// The state machine. Lock order: `core`, then `window`; never the reverse.
     core: Mutex<Core>,
+    /// The sliding window, under its own short lock: a closed-state permit records into it
+    /// without taking `core` (see [`Shared::finish_closed`]).
+    window: SpinLock<Recorder>,
     subscribers: Subscribers,
+    /// How calls are timed for the slow-call rule (when nobody subscribed to events).
+    call_reading: Reading,
+    /// The clock reading of every window operation.
+    window_reading: Reading,
     /// Configuration read on the hot path, resolved once.
     slow_call_nanos: u64,
     failure_rate_threshold: f32,
@@ -211,7 +280,6 @@ struct Core {
     epoch: u64,
     /// Open: when the wait ends. Half-open: when the maximum wait ends. Otherwise `NEVER`.
     deadline: u64,
-    window: Window,
     /// Probe permits taken in the current half-open epoch and not given back.
     probes_issued: u32,
     /// The outcomes of the probes of the current half-open epoch.
@@ -222,6 +290,18 @@ struct Core {
     openings: u32,
     /// Metrics-only: whether a rate is at its threshold (its event was emitted).
     rate_exceeded: bool,
+}
+
+/// The sliding window of the closed and metrics-only states, and which permits may record into
+/// it without the state machine's lock; under `Shared::window`.
+#[derive(Debug)]
+struct Recorder {
+    window: Window,
+    /// The epoch whose closed-state permits record on the fast path: the current epoch while
+    /// the breaker is closed, `NO_EPOCH` otherwise. Set to an epoch only by a transition (under
+    /// both locks); the fast path only ever sets it to `NO_EPOCH`, when its record made a rate
+    /// reach its threshold and the breaker is about to open.
+    recording_epoch: u64,
 }
 
 /// How a permit ended.
@@ -255,7 +335,9 @@ impl Effects {
 enum PermitKind {
     /// Disabled state: nothing is recorded.
     Unrecorded,
-    /// Closed or metrics-only: recorded in the sliding window.
+    /// Closed: recorded in the sliding window under its lock only (the fast path).
+    Closed,
+    /// Metrics-only: recorded in the sliding window under the state machine's lock.
     Recorded,
     /// Half-open: one of the bounded probes.
     Probe,
@@ -287,11 +369,12 @@ impl CircuitBreaker {
         } else {
             tokio::runtime::Handle::try_current().ok()
         };
+        let slow_call_nanos = duration_nanos(config.slow_call_duration_threshold());
+        let coarse_resolution = clock.coarse_resolution();
         let core = Core {
             state: CircuitState::Closed,
             epoch: 0,
             deadline: NEVER,
-            window: Window::new(window),
             probes_issued: 0,
             probes: Totals::default(),
             metrics_from_probes: false,
@@ -301,7 +384,9 @@ impl CircuitBreaker {
         let shared = Shared {
             name: name.into(),
             id: crate::next_instance_id(),
-            slow_call_nanos: duration_nanos(config.slow_call_duration_threshold()),
+            call_reading: call_reading(slow_call_nanos, coarse_resolution),
+            window_reading: window_reading(window, coarse_resolution),
+            slow_call_nanos,
             failure_rate_threshold: config.failure_rate_threshold(),
             slow_call_rate_threshold: config.slow_call_rate_threshold(),
             minimum_calls: u64::from(minimum_calls),
@@ -313,6 +398,10 @@ impl CircuitBreaker {
             deadline: AtomicU64::new(NEVER),
             not_permitted: AtomicU64::new(0),
             core: Mutex::new(core),
+            window: SpinLock::new(Recorder {
+                window: Window::new(window),
+                recording_epoch: 0,
+            }),
             subscribers: Subscribers::new(),
             #[cfg(not(loom))]
             runtime,
@@ -358,6 +447,7 @@ impl CircuitBreaker {
     pub fn metrics(&self) -> CircuitBreakerMetrics {
         let shared = &self.shared;
         let now = shared.clock.now_nanos();
+        let window_now = shared.window_time(Reading::Precise, now);
         let mut fx = Effects::new(shared);
         let metrics = {
             let mut core = lock(&shared.core);
@@ -365,7 +455,8 @@ impl CircuitBreaker {
             let (totals, minimum) = if core.metrics_from_probes {
                 (core.probes, u64::from(shared.permitted_probes))
             } else {
-                (core.window.totals(now), shared.minimum_calls)
+                let totals = shared.window.lock().window.totals(window_now);
+                (totals, shared.minimum_calls)
             };
             CircuitBreakerMetrics::new(
                 totals,
@@ -388,20 +479,57 @@ impl CircuitBreaker {
     ///
     /// [`Rejected::CallNotPermitted`], with the state that refused the call, when the breaker is
     /// open (and its wait is not over), forced open, or half-open with every probe taken.
+    // Always inlined: the permit is built in the caller's registers, not returned through
+    // memory (a store-forwarding stall that cost a few ns per call here).
+    #[inline(always)]
     pub fn try_acquire(&self) -> Result<CircuitPermit<'_>, Rejected> {
+        let (epoch, state) = unpack(self.shared.packed.load(Ordering::Acquire));
+        if state == CircuitState::Closed {
+            // The hot path, inlined into the caller: one load, a clock read only if needed.
+            Ok(self.timed_permit(epoch, PermitKind::Closed))
+        } else {
+            self.try_acquire_other(epoch, state)
+        }
+    }
+
+    /// A permit of a state that permits every call and records it, timed as the breaker's
+    /// rules (and its subscribers) need.
+    #[inline(always)]
+    fn timed_permit(&self, epoch: u64, kind: PermitKind) -> CircuitPermit<'_> {
         let shared = &self.shared;
-        let (epoch, state) = unpack(shared.packed.load(Ordering::Acquire));
-        let kind = match state {
-            CircuitState::Closed | CircuitState::MetricsOnly => PermitKind::Recorded,
-            CircuitState::Disabled => {
-                return Ok(CircuitPermit {
-                    shared,
-                    epoch,
-                    start: 0,
-                    kind: PermitKind::Unrecorded,
-                })
-            }
-            CircuitState::ForcedOpen => return Err(shared.refuse(state, None)),
+        // Events carry precise durations; otherwise the call is timed only as its rules need.
+        let reading = if shared.subscribers.any() {
+            Reading::Precise
+        } else {
+            shared.call_reading
+        };
+        CircuitPermit {
+            shared,
+            epoch,
+            start: shared.clock.read(reading),
+            reading,
+            kind,
+        }
+    }
+
+    /// [`try_acquire`](Self::try_acquire) in every state but closed.
+    fn try_acquire_other(
+        &self,
+        epoch: u64,
+        state: CircuitState,
+    ) -> Result<CircuitPermit<'_>, Rejected> {
+        let shared = &self.shared;
+        match state {
+            CircuitState::Closed => Ok(self.timed_permit(epoch, PermitKind::Closed)),
+            CircuitState::MetricsOnly => Ok(self.timed_permit(epoch, PermitKind::Recorded)),
+            CircuitState::Disabled => Ok(CircuitPermit {
+                shared,
+                epoch,
+                start: 0,
+                reading: Reading::None,
+                kind: PermitKind::Unrecorded,
+            }),
+            CircuitState::ForcedOpen => Err(shared.refuse(state, None)),
             CircuitState::Open => {
                 let now = shared.clock.now_nanos();
                 let deadline = shared.deadline.load(Ordering::Relaxed);
@@ -409,16 +537,10 @@ impl CircuitBreaker {
                     let left = Duration::from_nanos(deadline - now);
                     return Err(shared.refuse(state, Some(left)));
                 }
-                return shared.acquire_locked(now);
+                shared.acquire_locked(now)
             }
-            CircuitState::HalfOpen => return shared.acquire_locked(shared.clock.now_nanos()),
-        };
-        Ok(CircuitPermit {
-            shared,
-            epoch,
-            start: shared.clock.now_nanos(),
-            kind,
-        })
+            CircuitState::HalfOpen => shared.acquire_locked(shared.clock.now_nanos()),
+        }
     }
 
     /// How long until an open breaker lets probe calls through (for a `Retry-After` header);
@@ -557,7 +679,8 @@ impl Shared {
             let mut core = lock(&self.core);
             self.observe_time(&mut core, now, true, &mut fx);
             let kind = match core.state {
-                CircuitState::Closed | CircuitState::MetricsOnly => Ok(PermitKind::Recorded),
+                CircuitState::Closed => Ok(PermitKind::Closed),
+                CircuitState::MetricsOnly => Ok(PermitKind::Recorded),
                 CircuitState::Disabled => Ok(PermitKind::Unrecorded),
                 CircuitState::HalfOpen if core.probes_issued < self.permitted_probes => {
                     core.probes_issued += 1;
@@ -580,6 +703,7 @@ impl Shared {
                 shared: self,
                 epoch,
                 start: now,
+                reading: Reading::Precise,
                 kind,
             }),
             Err((state, retry_after)) => Err(self.rejection(state, retry_after)),
@@ -615,6 +739,19 @@ impl Shared {
 
     /// Moves to `to`, starting a new epoch: permits of earlier epochs record nothing.
     fn transition(&self, core: &mut Core, to: CircuitState, now: u64, fx: &mut Effects) {
+        let mut window = self.window.lock();
+        self.transition_locked(core, &mut window, to, now, fx);
+    }
+
+    /// [`transition`](Self::transition) with the window already locked (after `core`).
+    fn transition_locked(
+        &self,
+        core: &mut Core,
+        window: &mut Recorder,
+        to: CircuitState,
+        now: u64,
+        fx: &mut Effects,
+    ) {
         let from = core.state;
         core.epoch += 1;
         core.deadline = NEVER;
@@ -646,13 +783,20 @@ impl Shared {
                 if to == CircuitState::Closed {
                     core.openings = 0;
                 }
-                core.window.clear();
+                window.window.clear();
                 core.metrics_from_probes = false;
                 core.rate_exceeded = false;
                 self.not_permitted.store(0, Ordering::Relaxed);
             }
         }
         core.state = to;
+        // Only the permits of a new closed state record on the fast path; a permit of an
+        // earlier epoch finds another value here and records nothing.
+        window.recording_epoch = if to == CircuitState::Closed {
+            core.epoch
+        } else {
+            NO_EPOCH
+        };
         self.deadline.store(core.deadline, Ordering::Relaxed);
         self.packed.store(pack(core.epoch, to), Ordering::Release);
         fx.events.push(Ev::Transition(from, to));
@@ -668,23 +812,122 @@ impl Shared {
         self.after_unlock(&fx);
     }
 
-    /// Records how a permit of `epoch` taken at `start` ended.
-    fn finish(self: &Arc<Self>, epoch: u64, start: u64, finish: Finish) {
+    /// The time of the window for an operation that read `end` with `reading`: `end` itself
+    /// when that is the window's reading, else a reading of the window's own.
+    #[inline]
+    fn window_time(&self, reading: Reading, end: u64) -> u64 {
+        if reading == self.window_reading {
+            end
+        } else {
+            self.clock.read(self.window_reading)
+        }
+    }
+
+    /// Whether a call that took `elapsed` nanoseconds is slow.
+    #[inline]
+    fn is_slow(&self, elapsed: u64) -> bool {
+        self.slow_call_nanos != NEVER_SLOW && elapsed >= self.slow_call_nanos
+    }
+
+    /// Records the success or failure of a closed-state permit of `epoch`, started at `start`
+    /// read with `reading`: the fast path, under the window's lock only.
+    ///
+    /// The permit records only if the window still belongs to its epoch. If its record makes a
+    /// rate reach its threshold, the window stops taking records of that epoch at once (as if
+    /// the breaker had opened with this record) and [`trip`](Self::trip) opens the breaker.
+    #[inline]
+    fn finish_closed(self: &Arc<Self>, epoch: u64, start: u64, reading: Reading, failed: bool) {
+        let end = self.clock.read(reading);
+        let elapsed = end.saturating_sub(start);
+        let window_now = self.window_time(reading, end);
+        let outcome = Outcome::new(failed, self.is_slow(elapsed));
+        let exceeded = {
+            let mut recorder = self.window.lock();
+            if recorder.recording_epoch != epoch {
+                // The breaker left the closed state this permit was taken in.
+                return;
+            }
+            recorder.window.record(outcome, window_now);
+            let totals = recorder.window.totals(window_now);
+            // Thresholds are above zero: no failed or slow call, no rate reached.
+            let exceeded = totals.calls >= self.minimum_calls
+                && (totals.failed != 0 || totals.slow != 0)
+                && self.rates_exceeded(totals).is_some();
+            if exceeded {
+                recorder.recording_epoch = NO_EPOCH;
+            }
+            exceeded.then_some(totals)
+        };
+        let elapsed = Duration::from_nanos(elapsed);
+        let event = if failed {
+            Ev::Error(elapsed)
+        } else {
+            Ev::Success(elapsed)
+        };
+        if let Some(totals) = exceeded {
+            self.trip(epoch, totals, event);
+        } else if self.subscribers.any() {
+            let mut events = EventBuf::new(true);
+            events.push(event);
+            self.subscribers.deliver(&self.name, &events);
+        }
+    }
+
+    /// Opens the breaker after a record of the fast path made a rate of `totals` (the window's
+    /// totals after that record) reach its threshold, unless a transition came first.
+    #[cold]
+    fn trip(self: &Arc<Self>, epoch: u64, totals: Totals, event: Ev) {
         let now = self.clock.now_nanos();
-        let elapsed = now.saturating_sub(start);
+        let mut fx = Effects::new(self);
+        fx.events.push(event);
+        {
+            let mut core = lock(&self.core);
+            self.observe_time(&mut core, now, false, &mut fx);
+            if core.epoch == epoch && core.state == CircuitState::Closed {
+                // No record landed since (the window refused this epoch's), so `totals` are
+                // still the window's.
+                let exceeded = self.rates_exceeded(totals);
+                push_rate_events(totals, exceeded, &mut fx);
+                self.transition(&mut core, CircuitState::Open, now, &mut fx);
+            }
+        }
+        self.after_unlock(&fx);
+    }
+
+    /// Records how a permit of `epoch`, started at `start` read with `reading`, ended: under
+    /// the state machine's lock (half-open probes, metrics-only calls, ignored calls).
+    fn finish(self: &Arc<Self>, epoch: u64, start: u64, reading: Reading, finish: Finish) {
+        let end = self.clock.read(reading);
+        let elapsed = end.saturating_sub(start);
+        let now = if reading == Reading::Precise {
+            end
+        } else {
+            self.clock.now_nanos()
+        };
+        let window_now = self.window_time(reading, end);
         let mut fx = Effects::new(self);
         {
             let mut core = lock(&self.core);
             self.observe_time(&mut core, now, false, &mut fx);
             if core.epoch == epoch {
-                self.record(&mut core, finish, elapsed, now, &mut fx);
+                let times = Times {
+                    elapsed,
+                    now,
+                    window_now,
+                };
+                self.record(&mut core, finish, times, &mut fx);
             }
         }
         self.after_unlock(&fx);
     }
 
     /// Records an outcome of the current epoch.
-    fn record(&self, core: &mut Core, finish: Finish, elapsed: u64, now: u64, fx: &mut Effects) {
+    fn record(&self, core: &mut Core, finish: Finish, times: Times, fx: &mut Effects) {
+        let Times {
+            elapsed,
+            now,
+            window_now,
+        } = times;
         let elapsed_duration = Duration::from_nanos(elapsed);
         let failed = match finish {
             Finish::Success => false,
@@ -705,11 +948,12 @@ impl Shared {
         } else {
             Ev::Success(elapsed_duration)
         });
-        let outcome = Outcome::new(failed, elapsed >= self.slow_call_nanos);
+        let outcome = Outcome::new(failed, self.is_slow(elapsed));
         match core.state {
             CircuitState::Closed | CircuitState::MetricsOnly => {
-                core.window.record(outcome, now);
-                let totals = core.window.totals(now);
+                let mut window = self.window.lock();
+                window.window.record(outcome, window_now);
+                let totals = window.window.totals(window_now);
                 if totals.calls < self.minimum_calls {
                     return;
                 }
@@ -722,7 +966,7 @@ impl Shared {
                     }
                 } else if exceeded.is_some() {
                     push_rate_events(totals, exceeded, fx);
-                    self.transition(core, CircuitState::Open, now, fx);
+                    self.transition_locked(core, &mut window, CircuitState::Open, now, fx);
                 }
             }
             CircuitState::HalfOpen => {
@@ -802,6 +1046,17 @@ impl Shared {
     fn start_timer(self: &Arc<Self>, _epoch: u64, _deadline: u64) {}
 }
 
+/// The times of a record under the state machine's lock.
+#[derive(Clone, Copy, Debug)]
+struct Times {
+    /// How long the call took (zero if it was not timed).
+    elapsed: u64,
+    /// The precise clock, for the waits.
+    now: u64,
+    /// The window's clock.
+    window_now: u64,
+}
+
 fn push_rate_events(totals: Totals, exceeded: Option<(bool, bool)>, fx: &mut Effects) {
     let Some((failure, slow)) = exceeded else {
         return;
@@ -817,8 +1072,10 @@ fn push_rate_events(totals: Totals, exceeded: Option<(bool, bool)>, fx: &mut Eff
 /// Permission to make one call through a [`CircuitBreaker`]; report how the call ended with
 /// one of the `record_*` methods.
 ///
-/// The elapsed time of the call (for slow calls and events) is measured with the breaker's
-/// clock from [`try_acquire`](CircuitBreaker::try_acquire) to the `record_*` call. An outcome
+/// The elapsed time of the call (for slow calls and events) is measured from
+/// [`try_acquire`](CircuitBreaker::try_acquire) to the `record_*` call, with the clock the
+/// [module docs](self) describe (none, coarse or precise; always precise while someone is
+/// subscribed to the breaker's events). An outcome
 /// is recorded only if the breaker has not changed state since the permit was taken. Dropping
 /// the permit without recording abandons the call (a dropped future, a panic): nothing is
 /// recorded, and a half-open probe is given back.
@@ -826,17 +1083,21 @@ fn push_rate_events(totals: Totals, exceeded: Option<(bool, bool)>, fx: &mut Eff
 pub struct CircuitPermit<'a> {
     shared: &'a Arc<Shared>,
     epoch: u64,
+    /// When the call started, read with `reading` (the end is read the same way).
     start: u64,
+    reading: Reading,
     kind: PermitKind,
 }
 
 impl CircuitPermit<'_> {
     /// The call succeeded.
+    #[inline(always)]
     pub fn record_success(self) {
         self.finish(Finish::Success);
     }
 
     /// The call failed.
+    #[inline(always)]
     pub fn record_failure(self) {
         self.finish(Finish::Failure);
     }
@@ -865,15 +1126,24 @@ impl CircuitPermit<'_> {
         self.kind == PermitKind::Probe
     }
 
-    #[inline]
+    #[inline(always)]
     fn finish(self, finish: Finish) {
         let this = ManuallyDrop::new(self);
         match (this.kind, finish) {
             // Nothing to record: no lock taken.
-            (PermitKind::Unrecorded, _) | (PermitKind::Recorded, Finish::GiveBack) => {}
+            (PermitKind::Unrecorded, _)
+            | (PermitKind::Closed | PermitKind::Recorded, Finish::GiveBack) => {}
             // Only an event to emit, and nobody listens.
-            (PermitKind::Recorded, Finish::Ignored) if !this.shared.subscribers.any() => {}
-            _ => this.shared.finish(this.epoch, this.start, finish),
+            (PermitKind::Closed | PermitKind::Recorded, Finish::Ignored)
+                if !this.shared.subscribers.any() => {}
+            (PermitKind::Closed, Finish::Success | Finish::Failure) => {
+                let failed = finish == Finish::Failure;
+                this.shared
+                    .finish_closed(this.epoch, this.start, this.reading, failed);
+            }
+            _ => this
+                .shared
+                .finish(this.epoch, this.start, this.reading, finish),
         }
     }
 }
@@ -881,7 +1151,8 @@ impl CircuitPermit<'_> {
 impl Drop for CircuitPermit<'_> {
     fn drop(&mut self) {
         if self.kind == PermitKind::Probe {
-            self.shared.finish(self.epoch, self.start, Finish::GiveBack);
+            self.shared
+                .finish(self.epoch, self.start, self.reading, Finish::GiveBack);
         }
     }
 }

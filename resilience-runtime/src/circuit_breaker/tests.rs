@@ -5,7 +5,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use super::*;
-use crate::clock::ManualClock;
+use crate::clock::{ManualClock, Reading};
 use crate::error::ConfigError;
 
 const SEC: Duration = Duration::from_secs(1);
@@ -20,6 +20,13 @@ fn breaker(builder: CircuitBreakerConfigBuilder) -> (CircuitBreaker, ManualClock
     let config = builder.build().expect("valid test configuration");
     let cb = CircuitBreaker::with_clock("test", config, Clock::from(clock.clone()));
     (cb, clock)
+}
+
+impl CircuitBreaker {
+    /// A breaker on the same clock as this one, with `config`.
+    fn with_config_for_test(&self, config: CircuitBreakerConfig) -> CircuitBreaker {
+        CircuitBreaker::with_clock("test", config, self.shared.clock.clone())
+    }
 }
 
 /// A small count-based breaker: window `size`, minimum `size`, probes `probes`, wait 10 s.
@@ -586,6 +593,224 @@ fn by_default_only_all_slow_calls_open_the_breaker() {
     assert_eq!(cb.state(), CircuitState::Closed);
     slow_call(&cb, &clock, secs(1), true); // window: s(slow), s(slow)
     assert_eq!(cb.state(), CircuitState::Open);
+}
+
+// ---------------------------------------------------------------------------------------------
+// How calls and windows are timed
+
+const MS: u64 = 1_000_000;
+
+#[test]
+fn a_slow_call_rule_of_duration_max_reads_no_clock() {
+    // Whatever the clock and its coarse resolution.
+    for resolution in [None, Some(4 * MS), Some(u64::MAX)] {
+        assert_eq!(call_reading(NEVER_SLOW, resolution), Reading::None);
+    }
+    assert_eq!(duration_nanos(Duration::MAX), NEVER_SLOW);
+    // A count window needs no clock either: the closed path reads none.
+    let off = CircuitBreakerConfig::builder()
+        .slow_call_duration_threshold(Duration::MAX)
+        .sliding_window(SlidingWindow::CountBased(10))
+        .build()
+        .unwrap();
+    for cb in [
+        CircuitBreaker::new("system", off.clone()),
+        breaker(CircuitBreakerConfigBuilder::default())
+            .0
+            .with_config_for_test(off),
+    ] {
+        assert_eq!(cb.shared.call_reading, Reading::None);
+        assert_eq!(cb.shared.window_reading, Reading::None);
+        let permit = cb.try_acquire().unwrap();
+        assert_eq!((permit.reading, permit.start), (Reading::None, 0));
+        permit.record_success();
+        assert_eq!(cb.metrics().number_of_successful_calls(), 1);
+    }
+}
+
+#[test]
+fn a_slow_call_rule_of_duration_max_never_marks_a_call_slow() {
+    let (cb, clock) = breaker(
+        small(2, 1)
+            .slow_call_duration_threshold(Duration::MAX)
+            .slow_call_rate_threshold(1.0),
+    );
+    let seen = recorder(&cb); // subscribed: the calls are timed, precisely
+                              // From the clock's origin to its end: the longest call a clock can measure.
+    slow_call(&cb, &clock, Duration::MAX, true);
+    slow_call(&cb, &clock, Duration::from_secs(3_600), true);
+    let m = cb.metrics();
+    assert_eq!(
+        (m.number_of_buffered_calls(), m.number_of_slow_calls()),
+        (2, 0)
+    );
+    assert_eq!(cb.state(), CircuitState::Closed);
+    assert_eq!(seen.lock().unwrap().len(), 2);
+}
+
+#[test]
+fn the_coarse_clock_times_calls_when_its_resolution_is_at_most_1_percent_of_the_threshold() {
+    let four_ms = Some(4 * MS);
+    let default = duration_nanos(CircuitBreakerConfig::DEFAULT_SLOW_CALL_DURATION_THRESHOLD);
+    assert_eq!(call_reading(default, four_ms), Reading::Coarse);
+    assert_eq!(call_reading(400 * MS, four_ms), Reading::Coarse); // exactly 1 %
+    assert_eq!(call_reading(400 * MS - 1, four_ms), Reading::Precise);
+    assert_eq!(call_reading(MS, four_ms), Reading::Precise);
+    // No coarse clock (a manual clock, or not Linux): precise.
+    assert_eq!(call_reading(default, None), Reading::Precise);
+    // A resolution so coarse that 100 × overflows is never fine enough.
+    assert_eq!(
+        call_reading(u64::MAX - 1, Some(u64::MAX / 2)),
+        Reading::Precise
+    );
+}
+
+#[test]
+fn a_time_window_reads_the_coarse_clock_when_its_resolution_is_at_most_10_ms() {
+    let time = SlidingWindow::TimeBased(1);
+    assert_eq!(window_reading(time, Some(4 * MS)), Reading::Coarse);
+    assert_eq!(window_reading(time, Some(10 * MS)), Reading::Coarse);
+    assert_eq!(window_reading(time, Some(10 * MS + 1)), Reading::Precise);
+    assert_eq!(window_reading(time, None), Reading::Precise);
+    let count = SlidingWindow::CountBased(100);
+    assert_eq!(window_reading(count, Some(4 * MS)), Reading::None);
+    assert_eq!(window_reading(count, None), Reading::None);
+}
+
+#[test]
+fn a_breaker_picks_its_readings_from_its_clock() {
+    let time = CircuitBreakerConfig::builder()
+        .sliding_window(SlidingWindow::TimeBased(10))
+        .build()
+        .unwrap();
+    // A manual clock drives everything: always precise.
+    let (manual, _) = breaker(CircuitBreakerConfigBuilder::default());
+    assert_eq!(manual.shared.call_reading, Reading::Precise);
+    assert_eq!(manual.shared.window_reading, Reading::None);
+    let manual = manual.with_config_for_test(time.clone());
+    assert_eq!(manual.shared.window_reading, Reading::Precise);
+    // The system clock: coarse where the platform has a fine enough coarse clock.
+    let resolution = Clock::system().coarse_resolution();
+    let system = CircuitBreaker::new("system", CircuitBreakerConfig::default());
+    let default = duration_nanos(CircuitBreakerConfig::DEFAULT_SLOW_CALL_DURATION_THRESHOLD);
+    assert_eq!(
+        system.shared.call_reading,
+        call_reading(default, resolution)
+    );
+    let system = CircuitBreaker::new("system", time);
+    assert_eq!(
+        system.shared.window_reading,
+        window_reading(SlidingWindow::TimeBased(10), resolution)
+    );
+    #[cfg(target_os = "linux")]
+    {
+        assert_eq!(
+            CircuitBreaker::new("linux", CircuitBreakerConfig::default())
+                .shared
+                .call_reading,
+            Reading::Coarse,
+            "the default 60 s threshold qualifies for the coarse clock"
+        );
+    }
+}
+
+#[test]
+fn slow_calls_are_detected_with_the_default_threshold() {
+    let (cb, clock) = breaker(small(4, 1));
+    assert_eq!(
+        cb.config().slow_call_duration_threshold(),
+        Duration::from_secs(60)
+    );
+    slow_call(&cb, &clock, Duration::from_secs(60), true);
+    slow_call(&cb, &clock, Duration::from_millis(59_999), true);
+    slow_call(&cb, &clock, Duration::from_secs(61), false);
+    let m = cb.metrics();
+    assert_eq!(m.number_of_slow_calls(), 2);
+    assert_eq!(m.number_of_slow_failed_calls(), 1);
+}
+
+#[test]
+fn slow_calls_are_detected_on_the_coarse_clock() {
+    // A 300 ms threshold and the system clock: coarse on Linux (resolution ≤ 3 ms), precise
+    // elsewhere; both see a call of 400 ms as slow and an immediate one as not.
+    let cb = CircuitBreaker::new(
+        "coarse",
+        small(4, 1)
+            .slow_call_duration_threshold(Duration::from_millis(300))
+            .build()
+            .unwrap(),
+    );
+    let permit = cb.try_acquire().unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    permit.record_success();
+    cb.try_acquire().unwrap().record_success();
+    assert_eq!(cb.metrics().number_of_slow_calls(), 1);
+}
+
+#[test]
+fn events_carry_the_elapsed_time_of_calls_taken_while_subscribed() {
+    // Slow-call detection off: without subscribers the calls are not timed at all.
+    let (cb, clock) = breaker(small(4, 1).slow_call_duration_threshold(Duration::MAX));
+    let before = cb.try_acquire().unwrap(); // taken before anyone subscribed: not timed
+    let seen = recorder(&cb);
+    let during = cb.try_acquire().unwrap();
+    assert_eq!(during.reading, Reading::Precise);
+    clock.advance(Duration::from_millis(7));
+    during.record_success();
+    before.record_failure();
+    let ignored = cb.try_acquire().unwrap();
+    clock.advance(Duration::from_millis(3));
+    ignored.record_ignored();
+    let events = seen.lock().unwrap();
+    assert!(
+        matches!(
+            events.as_slice(),
+            [
+                CircuitBreakerEvent::Success { elapsed: a, .. },
+                CircuitBreakerEvent::Error { elapsed: b, .. },
+                CircuitBreakerEvent::IgnoredError { elapsed: c, .. },
+            ] if *a == Duration::from_millis(7) && b.is_zero() && *c == Duration::from_millis(3)
+        ),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn events_of_the_system_clock_carry_a_precise_elapsed_time() {
+    let cb = CircuitBreaker::new("events", CircuitBreakerConfig::default());
+    let seen = recorder(&cb);
+    let permit = cb.try_acquire().unwrap();
+    std::thread::sleep(Duration::from_millis(2));
+    permit.record_success();
+    let events = seen.lock().unwrap();
+    match events.as_slice() {
+        // Precise: at least the 2 ms slept (a coarse reading could show 0 or 4 ms).
+        [CircuitBreakerEvent::Success { elapsed, .. }] => {
+            assert!(*elapsed >= Duration::from_millis(2), "{elapsed:?}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_time_window_on_the_system_clock_records_and_reads_on_one_timeline() {
+    let cb = CircuitBreaker::new(
+        "time",
+        small(4, 1)
+            .sliding_window(SlidingWindow::TimeBased(60))
+            .minimum_number_of_calls(3)
+            .build()
+            .unwrap(),
+    );
+    calls(&cb, "sfs");
+    let m = cb.metrics();
+    assert_eq!(
+        (m.number_of_buffered_calls(), m.number_of_failed_calls()),
+        (3, 1)
+    );
+    calls(&cb, "f"); // 2 of 4 failed: 50 %
+    assert_eq!(cb.state(), CircuitState::Open);
+    assert_eq!(cb.metrics().number_of_buffered_calls(), 4);
 }
 
 #[test]

@@ -149,13 +149,16 @@ impl CountWindow {
     fn record(&mut self, outcome: Outcome) {
         let size = self.slots.len();
         let slot = &mut self.slots[self.head];
-        if self.len == size {
-            self.totals.remove(*slot);
-        } else {
+        if self.len < size {
             self.len += 1;
+            self.totals.add(outcome);
+        } else if *slot != outcome {
+            // A full window replacing a call by one of the same kind (the steady state of a
+            // healthy dependency) leaves the totals as they are.
+            self.totals.remove(*slot);
+            self.totals.add(outcome);
         }
         *slot = outcome;
-        self.totals.add(outcome);
         self.head += 1;
         if self.head == size {
             self.head = 0;
@@ -210,6 +213,9 @@ pub(crate) struct TimeWindow {
     buckets: Box<[Bucket]>,
     /// The latest second seen.
     latest: u64,
+    /// `index(latest)`, kept so that a call of the latest second (nearly every call) costs no
+    /// division.
+    latest_index: usize,
     totals: Totals,
 }
 
@@ -219,6 +225,7 @@ impl TimeWindow {
         TimeWindow {
             buckets: vec![Bucket::EMPTY; seconds].into_boxed_slice(),
             latest: 0,
+            latest_index: 0,
             totals: Totals::default(),
         }
     }
@@ -256,6 +263,7 @@ impl TimeWindow {
             }
         }
         self.latest = second;
+        self.latest_index = self.index(second);
     }
 
     fn record(&mut self, outcome: Outcome, now_nanos: u64) {
@@ -265,7 +273,11 @@ impl TimeWindow {
         if second + self.len() <= self.latest {
             return;
         }
-        let index = self.index(second);
+        let index = if second == self.latest {
+            self.latest_index
+        } else {
+            self.index(second)
+        };
         let bucket = &mut self.buckets[index];
         if bucket.second != second {
             *bucket = Bucket {
