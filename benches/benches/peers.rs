@@ -134,16 +134,21 @@ fn ours_breaker(window: SlidingWindow) -> CircuitBreaker {
 /// The policy equal to recloser's: `breaker_config` with the slow-call rule off
 /// (`Duration::MAX`), as recloser has no slow-call rule. With a count window the closed path
 /// reads no clock.
-fn ours_breaker_equal(window: SlidingWindow) -> CircuitBreaker {
-    let config = CircuitBreakerConfig::builder()
+/// `breaker_config` with the slow-call rule off (`Duration::MAX`): the policy recloser has
+/// (a failure rate over a count window, no slow-call rule).
+fn breaker_config_equal(window: SlidingWindow) -> CircuitBreakerConfig {
+    CircuitBreakerConfig::builder()
         .failure_rate_threshold(50.0)
         .sliding_window(window)
         .minimum_number_of_calls(window.size().min(100))
         .wait_duration_in_open_state(Duration::from_secs(3600))
         .slow_call_duration_threshold(Duration::MAX)
         .build()
-        .expect("valid breaker config");
-    CircuitBreaker::new("bench", config)
+        .expect("valid breaker config")
+}
+
+fn ours_breaker_equal(window: SlidingWindow) -> CircuitBreaker {
+    CircuitBreaker::new("bench", breaker_config_equal(window))
 }
 
 #[inline(always)]
@@ -319,6 +324,13 @@ async fn guarded(x: u32) -> Result<u32, CallError> {
     Ok(black_box(x) + 1)
 }
 
+#[bulkhead(name = "bench-slow-rule")]
+#[circuit_breaker(name = "bench-slow-rule")]
+#[inline(never)]
+async fn guarded_slow_rule(x: u32) -> Result<u32, CallError> {
+    Ok(black_box(x) + 1)
+}
+
 #[bulkhead(name = "scale")]
 #[circuit_breaker(name = "scale")]
 #[inline(never)]
@@ -326,20 +338,33 @@ async fn guarded_scale(x: u32) -> Result<u32, CallError> {
     Ok(black_box(x) + 1)
 }
 
-fn configure_global(name: &str) {
+/// Configures the bulkhead and breaker `name` of the global registry (the macros' registry):
+/// 25 permits, count window of 100, with the slow-call rule `slow_rule` on or off.
+fn configure_global(name: &str, slow_rule: bool) {
     let r = Registry::global();
     r.configure_bulkhead(name, bulkhead_config(true))
         .expect("bulkhead");
-    r.configure_circuit_breaker(name, breaker_config(SlidingWindow::CountBased(100)))
-        .expect("breaker");
+    let window = SlidingWindow::CountBased(100);
+    let breaker = if slow_rule {
+        breaker_config(window)
+    } else {
+        breaker_config_equal(window)
+    };
+    r.configure_circuit_breaker(name, breaker).expect("breaker");
 }
 
 fn guarded_call(c: &mut Criterion) {
-    configure_global("bench");
+    // The equal policy of `semaphore+recloser`: no slow-call rule.
+    configure_global("bench", false);
+    configure_global("bench-slow-rule", true);
     let mut g = c.benchmark_group("guarded_call");
     g.bench_function("bare", |b| b.iter(|| poll_now(bare(black_box(1))).unwrap()));
     g.bench_function("ours_macro", |b| {
         b.iter(|| poll_now(guarded(black_box(1))).unwrap())
+    });
+    // The default 60 s slow-call rule: each call timed (the coarse clock on Linux).
+    g.bench_function("ours_macro_default_slow_rule", |b| {
+        b.iter(|| poll_now(guarded_slow_rule(black_box(1))).unwrap())
     });
     // The same call through a plan held by the caller: no per-call cache check or Arc clone.
     let plan = Registry::global()
@@ -503,7 +528,7 @@ fn scaling_window(c: &mut Criterion) {
 
 /// Runs last: it leaves 100 000 instances in the global registry.
 fn scaling_registry(c: &mut Criterion) {
-    configure_global("scale");
+    configure_global("scale", false);
     let mut g = c.benchmark_group("scaling_registry");
     g.bench_function("ours_instances_1", |b| {
         b.iter(|| poll_now(guarded_scale(black_box(1))).unwrap())

@@ -358,7 +358,7 @@ fn guard_fn(
     let private = quote!(#krate::__private);
     let Names {
         plan,
-        entered,
+        call,
         rejected,
         output: value,
         ..
@@ -380,10 +380,12 @@ fn guard_fn(
                 #register
                 #prelude
                 let #plan = #private::CallSite::plan(&__RESILIENCE_CALL_SITE);
+                // The call's permits, written in place as the guards admit it.
+                let mut #call = #private::GuardedCall::new();
                 // Bound to a local: the temporaries of a tail expression outlive `#plan`.
-                let #value = match #private::Plan::enter(&#plan) {
-                    ::core::result::Result::Ok(#entered) => #private::Entered::run(
-                        #entered,
+                let #value = match #private::GuardedCall::enter(&mut #call, &#plan) {
+                    ::core::result::Result::Ok(()) => #private::GuardedCall::run(
+                        &mut #call,
                         move || { #hint #(#stmts)* },
                         #classify,
                     ),
@@ -398,10 +400,12 @@ fn guard_fn(
                 #register
                 #prelude
                 let #plan = #private::CallSite::plan(&__RESILIENCE_CALL_SITE);
+                // The call's permits, written in place as the guards admit it.
+                let mut #call = #private::GuardedCall::new();
                 // Bound to a local: the temporaries of a tail expression outlive `#plan`.
-                let #value = match #private::Plan::enter_async(&#plan).await {
-                    ::core::result::Result::Ok(#entered) => #private::Entered::run_async(
-                        #entered,
+                let #value = match #private::GuardedCall::enter_async(&mut #call, &#plan).await {
+                    ::core::result::Result::Ok(()) => #private::GuardedCall::run_async(
+                        &mut #call,
                         async move { #hint #(#stmts)* },
                         #classify,
                     )
@@ -427,10 +431,12 @@ fn guard_fn(
                 block: syn::parse_quote! {{
                     #prelude
                     let #plan = #private::CallSite::plan(&__RESILIENCE_CALL_SITE);
+                    // The call's permits, written in place as the guards admit it.
+                    let mut #call = #private::GuardedCall::new();
                     // Bound to a local: the temporaries of a tail expression outlive `#plan`.
-                    let #value = match #private::Plan::enter_async(&#plan).await {
-                        ::core::result::Result::Ok(#entered) => {
-                            #private::Entered::run_async(#entered, #original, #classify).await
+                    let #value = match #private::GuardedCall::enter_async(&mut #call, &#plan).await {
+                        ::core::result::Result::Ok(()) => {
+                            #private::GuardedCall::run_async(&mut #call, #original, #classify).await
                         }
                         ::core::result::Result::Err(#rejected) => #on_rejected,
                     };
@@ -458,7 +464,7 @@ fn guard_fn(
 /// with them.
 struct Names {
     plan: Ident,
-    entered: Ident,
+    call: Ident,
     rejected: Ident,
     result: Ident,
     error: Ident,
@@ -470,7 +476,7 @@ impl Names {
         let name = |n: &str| Ident::new(n, Span::mixed_site());
         Names {
             plan: name("__plan"),
-            entered: name("__entered"),
+            call: name("__call"),
             rejected: name("__rejected"),
             result: name("__result"),
             error: name("__error"),

@@ -1,16 +1,14 @@
 //! Ordered execution: a call site's guards, resolved and sorted into a [`Plan`], run around a
 //! closure or a future, with re-entrancy tracked along the call chain.
 
-use std::cell::RefCell;
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use crate::aspect::Aspect;
-use crate::bulkhead::{Bulkhead, BulkheadPermit};
-use crate::circuit_breaker::{CircuitBreaker, CircuitPermit};
+use crate::bulkhead::Bulkhead;
+use crate::call::{chain_holds, chain_is_busy, Entered, Held};
+use crate::circuit_breaker::CircuitBreaker;
 use arc_swap::ArcSwapOption;
 
 use crate::error::Rejected;
@@ -330,8 +328,7 @@ impl Plan {
     /// are released (the breakers among them see a rejection, not a failure).
     pub fn enter(&self) -> Result<Entered<'_>, Rejected> {
         let mut held = Held::new();
-        let next = self.enter_from(0, &mut held, Bulkheads::Block)?;
-        debug_assert!(next.is_none(), "a blocking entry never stops at a bulkhead");
+        self.enter_into(&mut held)?;
         Ok(Entered { held })
     }
 
@@ -346,17 +343,35 @@ impl Plan {
     /// [`enter`](Plan::enter).
     pub async fn enter_async(&self) -> Result<Entered<'_>, Rejected> {
         let mut held = Held::new();
-        match self.enter_from(0, &mut held, Bulkheads::Stop)? {
-            None => Ok(Entered { held }),
+        self.enter_async_into(&mut held).await?;
+        Ok(Entered { held })
+    }
+
+    /// [`enter`](Plan::enter), writing the permits into `held`.
+    pub(crate) fn enter_into<'a>(&'a self, held: &mut Held<'a>) -> Result<(), Rejected> {
+        let next = self.enter_from(0, held, Bulkheads::Block)?;
+        debug_assert!(next.is_none(), "a blocking entry never stops at a bulkhead");
+        Ok(())
+    }
+
+    /// [`enter_async`](Plan::enter_async), writing the permits into `held`.
+    pub(crate) async fn enter_async_into<'a>(
+        &'a self,
+        held: &mut Held<'a>,
+    ) -> Result<(), Rejected> {
+        match self.enter_from(0, held, Bulkheads::Stop)? {
+            None => Ok(()),
             // A full bulkhead that makes callers wait: the wait (a queue place and a timer) is
             // boxed, so that it does not weigh on the future of every call that never waits.
             Some(step) => Box::pin(self.enter_waiting(step, held)).await,
         }
     }
 
-    /// Acquires the guards from `steps[from]` on. With `Bulkheads::Stop`, returns the index of
-    /// the first bulkhead that has no free permit and makes callers wait (its permit not taken,
-    /// the guards before it held); `None` once every guard is acquired.
+    /// Acquires the guards from `steps[from]` on into `held`. With `Bulkheads::Stop`, returns
+    /// the index of the first bulkhead that has no free permit and makes callers wait (its
+    /// permit not taken, the guards before it held); `None` once every guard is acquired. On
+    /// a rejection, `held` holds nothing.
+    #[inline]
     fn enter_from<'a>(
         &'a self,
         from: usize,
@@ -369,37 +384,47 @@ impl Plan {
             if nested && !self.admit_reentry(step, held)? {
                 continue;
             }
-            let permit = match step {
-                Step::Bulkhead(b) => match bulkheads {
-                    Bulkheads::Block => b.acquire_blocking().map(Permit::Bulkhead),
-                    Bulkheads::Stop => match b.try_acquire_uncounted() {
-                        Some(permit) => Ok(Permit::Bulkhead(permit)),
-                        None if b.waits() => return Ok(Some(index)),
-                        None => b.try_acquire().map(Permit::Bulkhead),
-                    },
+            match step {
+                Step::Bulkhead(b) => {
+                    let permit = match bulkheads {
+                        Bulkheads::Block => b.acquire_blocking(),
+                        Bulkheads::Stop => match b.try_acquire_uncounted() {
+                            Some(permit) => Ok(permit),
+                            None if b.waits() => return Ok(Some(index)),
+                            None => b.try_acquire(),
+                        },
+                    };
+                    match permit {
+                        Ok(permit) => held.hold_bulkhead(permit),
+                        Err(rejected) => return Err(held.rejected(rejected)),
+                    }
+                }
+                Step::CircuitBreaker(c) => match c.try_acquire() {
+                    Ok(permit) => held.hold_breaker(permit),
+                    Err(rejected) => return Err(held.rejected(rejected)),
                 },
-                Step::CircuitBreaker(c) => c.try_acquire().map(Permit::CircuitBreaker),
-            };
-            held.push_or_reject(step.id(), permit)?;
+            }
         }
         Ok(None)
     }
 
-    /// The rest of [`enter_async`](Plan::enter_async) from the bulkhead `steps[from]`, which
-    /// had no free permit: waits for it, then acquires the guards after it.
+    /// The rest of an asynchronous entry from the bulkhead `steps[from]`, which had no free
+    /// permit: waits for it, then acquires the guards after it.
     async fn enter_waiting<'a>(
         &'a self,
         mut from: usize,
-        mut held: Held<'a>,
-    ) -> Result<Entered<'a>, Rejected> {
+        held: &mut Held<'a>,
+    ) -> Result<(), Rejected> {
         loop {
             let Step::Bulkhead(bulkhead) = &self.steps[from] else {
                 unreachable!("only a bulkhead makes a call wait");
             };
-            let permit = bulkhead.acquire().await.map(Permit::Bulkhead);
-            held.push_or_reject(bulkhead.id(), permit)?;
-            match self.enter_from(from + 1, &mut held, Bulkheads::Stop)? {
-                None => return Ok(Entered { held }),
+            match bulkhead.acquire().await {
+                Ok(permit) => held.hold_bulkhead(permit),
+                Err(rejected) => return Err(held.rejected(rejected)),
+            }
+            match self.enter_from(from + 1, held, Bulkheads::Stop)? {
+                None => return Ok(()),
                 Some(next) => from = next,
             }
         }
@@ -413,14 +438,10 @@ impl Plan {
             return Ok(true);
         }
         match self.policy {
-            ReentrancyPolicy::Reject => {
-                let rejected = Rejected::Reentrant {
-                    aspect: step.aspect(),
-                    name: step.name().clone(),
-                };
-                held.reject(&rejected);
-                Err(rejected)
-            }
+            ReentrancyPolicy::Reject => Err(held.rejected(Rejected::Reentrant {
+                aspect: step.aspect(),
+                name: step.name().clone(),
+            })),
             _ => Ok(false),
         }
     }
@@ -433,97 +454,6 @@ enum Bulkheads {
     Block,
     /// Stop there, so that the caller waits asynchronously.
     Stop,
-}
-
-/// A call admitted by every guard of its [`Plan`] and not yet run: the permits, held.
-///
-/// Run the call with [`run`](Entered::run) (sync) or [`run_async`](Entered::run_async); the
-/// permits are released when it ends, on every path. Dropping an `Entered` without running it
-/// releases them and records nothing (an abandoned call).
-#[must_use = "an admitted call holds its permits until it runs or is dropped"]
-pub struct Entered<'a> {
-    held: Held<'a>,
-}
-
-impl<'a> Entered<'a> {
-    /// Runs `call` while holding the guards, records its outcome as `classify` says, and
-    /// releases the guards innermost first. A panic in `call` releases them (recording
-    /// nothing) and resumes.
-    pub fn run<R>(
-        mut self,
-        call: impl FnOnce() -> R,
-        classify: impl FnOnce(&R) -> CallOutcome,
-    ) -> R {
-        let result = {
-            let _on_chain = OnChain::push(self.held.ids());
-            call()
-        };
-        self.held.complete(classify(&result));
-        result
-    }
-
-    /// Runs the future `call` while holding the guards, records its output as `classify`
-    /// says, and releases the guards innermost first. Dropping the returned future releases
-    /// them and records nothing.
-    pub fn run_async<R, F, C>(
-        self,
-        call: F,
-        classify: C,
-    ) -> impl Future<Output = R> + use<'a, R, F, C>
-    where
-        F: Future<Output = R>,
-        C: FnOnce(&R) -> CallOutcome,
-    {
-        RunAsync {
-            call,
-            held: self.held,
-            classify: Some(classify),
-        }
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// The future of [`Entered::run_async`]: polls the call with its guards on the call
-    /// chain, then records the outcome. Fields drop in order: the call first, then the permits.
-    struct RunAsync<'a, F, C> {
-        #[pin]
-        call: F,
-        held: Held<'a>,
-        classify: Option<C>,
-    }
-}
-
-impl<R, F, C> Future for RunAsync<'_, F, C>
-where
-    F: Future<Output = R>,
-    C: FnOnce(&R) -> CallOutcome,
-{
-    type Output = R;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<R> {
-        let this = self.project();
-        let polled = {
-            let _on_chain = OnChain::push(this.held.ids());
-            this.call.poll(cx)
-        };
-        let Poll::Ready(result) = polled else {
-            return Poll::Pending;
-        };
-        let classify = this
-            .classify
-            .take()
-            .expect("a guarded call's future was polled after it completed");
-        this.held.complete(classify(&result));
-        Poll::Ready(result)
-    }
-}
-
-impl fmt::Debug for Entered<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Entered")
-            .field("guards_held", &self.held.len)
-            .finish()
-    }
 }
 
 impl fmt::Debug for Plan {
@@ -654,181 +584,5 @@ impl fmt::Debug for PlanCache {
             .field("guards", &self.guards)
             .field("cached", &*self.cached.load())
             .finish()
-    }
-}
-
-/// A permit held by a running call.
-enum Permit<'a> {
-    #[allow(dead_code, reason = "held for its Drop, which releases the permit")]
-    Bulkhead(BulkheadPermit<'a>),
-    CircuitBreaker(CircuitPermit<'a>),
-}
-
-/// The most guards one call can hold: one per implemented aspect kind (a plan refuses a
-/// repeated kind and the kinds without an implementation). Kept small: the permits live in the
-/// call's stack frame or future, which is moved as a whole.
-const MAX_GUARDS: usize = 2;
-
-/// The permits of a running call, outermost first, on the stack. Dropping it releases them
-/// innermost first.
-struct Held<'a> {
-    permits: [Option<Permit<'a>>; MAX_GUARDS],
-    ids: [u64; MAX_GUARDS],
-    len: usize,
-}
-
-impl<'a> Held<'a> {
-    fn new() -> Self {
-        Held {
-            permits: [None, None],
-            ids: [0; MAX_GUARDS],
-            len: 0,
-        }
-    }
-
-    fn ids(&self) -> &[u64] {
-        &self.ids[..self.len]
-    }
-
-    /// Keeps `permit`, or, if the guard refused, tells the guards already held and returns the
-    /// rejection.
-    #[inline]
-    fn push_or_reject(
-        &mut self,
-        id: u64,
-        permit: Result<Permit<'a>, Rejected>,
-    ) -> Result<(), Rejected> {
-        match permit {
-            Ok(permit) => {
-                // A plan holds at most one guard per aspect kind (checked when it is built).
-                self.permits[self.len] = Some(permit);
-                self.ids[self.len] = id;
-                self.len += 1;
-                Ok(())
-            }
-            Err(rejected) => {
-                self.reject(&rejected);
-                Err(rejected)
-            }
-        }
-    }
-
-    /// A guard further in refused the call: the breakers held see a rejection.
-    fn reject(&mut self, rejected: &Rejected) {
-        for slot in self.permits[..self.len].iter_mut().rev() {
-            match slot.take() {
-                Some(Permit::CircuitBreaker(p)) => p.record_rejected(rejected),
-                other => drop(other),
-            }
-        }
-        self.len = 0;
-    }
-
-    /// The call completed: the breakers record its outcome, innermost first, and every permit
-    /// is released.
-    #[inline]
-    fn complete(&mut self, outcome: CallOutcome) {
-        for slot in self.permits[..self.len].iter_mut().rev() {
-            match slot.take() {
-                Some(Permit::CircuitBreaker(p)) => match outcome {
-                    CallOutcome::Success => p.record_success(),
-                    CallOutcome::Failure => p.record_failure(),
-                    CallOutcome::Ignored => p.record_ignored(),
-                },
-                other => drop(other),
-            }
-        }
-        self.len = 0;
-    }
-}
-
-impl Drop for Held<'_> {
-    /// Abandoned (a panic, or the future dropped): release innermost first, record nothing.
-    fn drop(&mut self) {
-        for slot in self.permits[..self.len].iter_mut().rev() {
-            drop(slot.take());
-        }
-    }
-}
-
-/// One guarded call's entry on the call chain: the guard instances it holds, and the tokio
-/// task it runs in (`None` outside any task).
-///
-/// Each thread keeps the entries of the guarded calls running on it in [`CHAIN`], innermost
-/// last: a sync call's entry for the extent of its body, an async call's entry for each poll
-/// of its future (pushed again at every poll, so a future handed to another task carries
-/// nothing from the task it was created in). A nested call recognises only the entries of its
-/// own task: a task that a sync guarded call happens to drive on its thread (a nested
-/// `block_on`) is not on that call's chain.
-#[derive(Clone, Copy)]
-struct Link {
-    task: Option<tokio::task::Id>,
-    ids: [u64; MAX_GUARDS],
-    len: u8,
-}
-
-thread_local! {
-    /// The entries of the guarded calls running on this thread, innermost last (see [`Link`]).
-    static CHAIN: RefCell<Vec<Link>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Whether a guarded call runs on this thread (the current call may be nested in it).
-#[inline]
-fn chain_is_busy() -> bool {
-    CHAIN.with(|chain| !chain.borrow().is_empty())
-}
-
-/// Whether a guarded call around the current one, in the same task, holds the instance `id`.
-fn chain_holds(id: u64) -> bool {
-    CHAIN.with(|chain| {
-        let chain = chain.borrow();
-        if chain.is_empty() {
-            return false;
-        }
-        let task = tokio::task::try_id();
-        chain
-            .iter()
-            .any(|link| link.task == task && link.ids[..usize::from(link.len)].contains(&id))
-    })
-}
-
-/// A call's entry on this thread's chain; dropping it takes the entry off again (on return
-/// and on unwind). Kept in a local of the scope that runs the call, so entries come off in
-/// the reverse order they went on.
-struct OnChain {
-    /// The chain's length before the push; `None` if nothing was pushed.
-    restore: Option<usize>,
-}
-
-impl OnChain {
-    /// Pushes an entry holding `ids`; pushes nothing if the call holds no guard.
-    #[inline]
-    fn push(ids: &[u64]) -> OnChain {
-        if ids.is_empty() {
-            return OnChain { restore: None };
-        }
-        let mut link = Link {
-            task: tokio::task::try_id(),
-            ids: [0; MAX_GUARDS],
-            len: ids.len() as u8, // at most MAX_GUARDS
-        };
-        link.ids[..ids.len()].copy_from_slice(ids);
-        let restore = CHAIN.with(|chain| {
-            let mut chain = chain.borrow_mut();
-            let len = chain.len();
-            chain.push(link);
-            len
-        });
-        OnChain {
-            restore: Some(restore),
-        }
-    }
-}
-
-impl Drop for OnChain {
-    fn drop(&mut self) {
-        if let Some(len) = self.restore {
-            CHAIN.with(|chain| chain.borrow_mut().truncate(len));
-        }
     }
 }

@@ -7,6 +7,7 @@ mod aspect;
 #[cfg(feature = "axum")]
 pub mod axum;
 pub mod bulkhead;
+mod call;
 mod call_site;
 mod chain;
 pub mod circuit_breaker;
@@ -21,8 +22,9 @@ pub use aspect::Aspect;
 pub use bulkhead::{
     Bulkhead, BulkheadConfig, BulkheadConfigBuilder, BulkheadMetrics, BulkheadPermit,
 };
+pub use call::Entered;
 pub use call_site::{CallSite, UnconfiguredGuard, Validation};
-pub use chain::{CachedPlan, CallOutcome, Entered, Guard, Plan, PlanCache, ReentrancyPolicy};
+pub use chain::{CachedPlan, CallOutcome, Guard, Plan, PlanCache, ReentrancyPolicy};
 pub use circuit_breaker::{
     CircuitBreaker, CircuitBreakerConfig, CircuitBreakerConfigBuilder, CircuitBreakerEvent,
     CircuitBreakerMetrics, CircuitPermit, CircuitState, OpenStateBackoff, SlidingWindow,
@@ -46,8 +48,9 @@ pub use resilience_macros::{bulkhead, circuit_breaker};
 /// What the attribute macros expand to. Not a public API: names here change without notice.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::call::{Entered, GuardedCall};
     pub use crate::call_site::{CallSite, CallSiteEntry};
-    pub use crate::chain::{CallOutcome, Entered, Guard, Plan};
+    pub use crate::chain::{CallOutcome, Guard, Plan};
     pub use crate::error::Rejected;
     pub use inventory;
 

@@ -455,6 +455,14 @@ pub struct BulkheadPermit<'a> {
     bulkhead: &'a Bulkhead,
 }
 
+impl BulkheadPermit<'_> {
+    /// The process-wide id of the bulkhead (re-entrancy tracking of the call chain).
+    #[inline]
+    pub(crate) fn instance_id(&self) -> u64 {
+        self.bulkhead.id()
+    }
+}
+
 impl Drop for BulkheadPermit<'_> {
     #[inline]
     fn drop(&mut self) {

@@ -1121,6 +1121,12 @@ impl CircuitPermit<'_> {
         self.finish(finish);
     }
 
+    /// The process-wide id of the breaker (re-entrancy tracking of the call chain).
+    #[inline]
+    pub(crate) fn instance_id(&self) -> u64 {
+        self.shared.id
+    }
+
     /// Whether this permit is one of the probe calls of the half-open state.
     pub fn is_probe(&self) -> bool {
         self.kind == PermitKind::Probe

@@ -1,0 +1,397 @@
+//! One guarded call in progress: the permits it holds ([`Held`], wrapped by [`GuardedCall`]
+//! and [`Entered`]), the future that runs it, and the call chain that recognises re-entry.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use crate::bulkhead::BulkheadPermit;
+use crate::chain::{CallOutcome, Plan};
+use crate::circuit_breaker::CircuitPermit;
+use crate::error::Rejected;
+
+/// The permits of a call being made: one slot per implemented aspect kind (a plan holds each
+/// kind at most once). Written in place as the guards admit the call, so that nothing of the
+/// call's state is moved on the way (the state lives in the caller's frame or future).
+/// Dropping it releases what it still holds, innermost first, recording nothing.
+pub(crate) struct Held<'a> {
+    bulkhead: Option<BulkheadPermit<'a>>,
+    breaker: Option<CircuitPermit<'a>>,
+    /// Whether the breaker was acquired before the bulkhead (runs outside it).
+    breaker_outside: bool,
+}
+
+impl<'a> Held<'a> {
+    pub(crate) const fn new() -> Self {
+        Held {
+            bulkhead: None,
+            breaker: None,
+            breaker_outside: false,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn hold_bulkhead(&mut self, permit: BulkheadPermit<'a>) {
+        debug_assert!(self.bulkhead.is_none(), "a plan holds one bulkhead");
+        self.bulkhead = Some(permit);
+    }
+
+    #[inline]
+    pub(crate) fn hold_breaker(&mut self, permit: CircuitPermit<'a>) {
+        debug_assert!(self.breaker.is_none(), "a plan holds one circuit breaker");
+        self.breaker_outside = self.bulkhead.is_none();
+        self.breaker = Some(permit);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.bulkhead.is_none() && self.breaker.is_none()
+    }
+
+    /// The guard instances held, for the call chain.
+    fn ids(&self) -> Ids {
+        let mut ids = Ids::default();
+        if let Some(permit) = &self.bulkhead {
+            ids.push(permit.instance_id());
+        }
+        if let Some(permit) = &self.breaker {
+            ids.push(permit.instance_id());
+        }
+        ids
+    }
+
+    /// A guard refused the call with `rejected`: the breaker held (outside that guard) sees
+    /// a rejection, every permit is released, innermost first; returns the rejection.
+    #[cold]
+    pub(crate) fn rejected(&mut self, rejected: Rejected) -> Rejected {
+        self.reject(&rejected);
+        rejected
+    }
+
+    fn reject(&mut self, rejected: &Rejected) {
+        if self.breaker_outside {
+            self.bulkhead = None;
+        }
+        if let Some(permit) = self.breaker.take() {
+            permit.record_rejected(rejected);
+        }
+        self.bulkhead = None;
+    }
+
+    /// The call completed: the breaker records its outcome and every permit is released,
+    /// innermost first.
+    #[inline]
+    fn complete(&mut self, outcome: CallOutcome) {
+        if self.breaker_outside {
+            self.bulkhead = None;
+        }
+        if let Some(permit) = self.breaker.take() {
+            match outcome {
+                CallOutcome::Success => permit.record_success(),
+                CallOutcome::Failure => permit.record_failure(),
+                CallOutcome::Ignored => permit.record_ignored(),
+            }
+        }
+        self.bulkhead = None;
+    }
+}
+
+impl Drop for Held<'_> {
+    /// Abandoned (a panic, or the future dropped): release innermost first, record nothing.
+    fn drop(&mut self) {
+        if self.breaker_outside {
+            self.bulkhead = None;
+        }
+        self.breaker = None;
+    }
+}
+
+/// A guarded call made in place, for the attribute macros: declared empty in the guarded
+/// function, filled by [`enter`](Self::enter) / [`enter_async`](Self::enter_async), then run
+/// with [`run`](Self::run) / [`run_async`](Self::run_async). The public equivalent, which
+/// returns the admitted call by value, is [`Plan::enter`] and [`Entered`].
+#[doc(hidden)]
+#[must_use = "a guarded call holds its permits until it runs or is dropped"]
+pub struct GuardedCall<'a> {
+    held: Held<'a>,
+}
+
+impl<'a> GuardedCall<'a> {
+    /// A call that holds nothing yet.
+    #[inline]
+    pub const fn new() -> Self {
+        GuardedCall { held: Held::new() }
+    }
+
+    /// Acquires the guards of `plan` as [`Plan::enter`] does.
+    ///
+    /// # Errors
+    ///
+    /// As [`Plan::enter`]; the call then holds nothing.
+    #[inline]
+    pub fn enter(&mut self, plan: &'a Plan) -> Result<(), Rejected> {
+        plan.enter_into(&mut self.held)
+    }
+
+    /// Acquires the guards of `plan` as [`Plan::enter_async`] does.
+    ///
+    /// # Errors
+    ///
+    /// As [`Plan::enter_async`]; the call then holds nothing.
+    #[inline]
+    pub async fn enter_async(&mut self, plan: &'a Plan) -> Result<(), Rejected> {
+        plan.enter_async_into(&mut self.held).await
+    }
+
+    /// Runs `call` as [`Entered::run`] does.
+    #[inline]
+    pub fn run<R>(
+        &mut self,
+        call: impl FnOnce() -> R,
+        classify: impl FnOnce(&R) -> CallOutcome,
+    ) -> R {
+        let result = {
+            let _on_chain = OnChain::push(&self.held);
+            call()
+        };
+        self.held.complete(classify(&result));
+        result
+    }
+
+    /// Runs the future `call` as [`Entered::run_async`] does; dropping the returned future
+    /// abandons the call (the permits go when this `GuardedCall` is dropped).
+    #[inline]
+    pub fn run_async<'c, R, F, C>(
+        &'c mut self,
+        call: F,
+        classify: C,
+    ) -> impl Future<Output = R> + use<'c, 'a, R, F, C>
+    where
+        F: Future<Output = R>,
+        C: FnOnce(&R) -> CallOutcome,
+    {
+        RunAsync {
+            call,
+            held: &mut self.held,
+            classify: Some(classify),
+        }
+    }
+}
+
+impl Default for GuardedCall<'_> {
+    fn default() -> Self {
+        GuardedCall::new()
+    }
+}
+
+impl fmt::Debug for GuardedCall<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GuardedCall")
+            .field("guards_held", &self.held.ids().len)
+            .finish()
+    }
+}
+
+/// A call admitted by every guard of its [`Plan`] and not yet run: the permits, held.
+///
+/// Run the call with [`run`](Entered::run) (sync) or [`run_async`](Entered::run_async); the
+/// permits are released when it ends, on every path. Dropping an `Entered` without running it
+/// releases them and records nothing (an abandoned call).
+#[must_use = "an admitted call holds its permits until it runs or is dropped"]
+pub struct Entered<'a> {
+    pub(crate) held: Held<'a>,
+}
+
+impl<'a> Entered<'a> {
+    /// Runs `call` while holding the guards, records its outcome as `classify` says, and
+    /// releases the guards innermost first. A panic in `call` releases them (recording
+    /// nothing) and resumes.
+    pub fn run<R>(self, call: impl FnOnce() -> R, classify: impl FnOnce(&R) -> CallOutcome) -> R {
+        GuardedCall { held: self.held }.run(call, classify)
+    }
+
+    /// Runs the future `call` while holding the guards, records its output as `classify`
+    /// says, and releases the guards innermost first. Dropping the returned future releases
+    /// them and records nothing.
+    pub fn run_async<R, F, C>(
+        self,
+        call: F,
+        classify: C,
+    ) -> impl Future<Output = R> + use<'a, R, F, C>
+    where
+        F: Future<Output = R>,
+        C: FnOnce(&R) -> CallOutcome,
+    {
+        RunAsync {
+            call,
+            held: self.held,
+            classify: Some(classify),
+        }
+    }
+}
+
+impl fmt::Debug for Entered<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Entered")
+            .field("guards_held", &self.held.ids().len)
+            .finish()
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// Polls a guarded call's future with its guards on the call chain, then records the
+    /// outcome. `H` is the held permits, owned (`Entered`) or borrowed (`GuardedCall`).
+    /// Fields drop in order: the call first, then the permits.
+    struct RunAsync<F, H, C> {
+        #[pin]
+        call: F,
+        held: H,
+        classify: Option<C>,
+    }
+}
+
+impl<'a, R, F, H, C> Future for RunAsync<F, H, C>
+where
+    F: Future<Output = R>,
+    H: HeldBy<'a>,
+    C: FnOnce(&R) -> CallOutcome,
+{
+    type Output = R;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<R> {
+        let this = self.project();
+        let polled = {
+            let _on_chain = OnChain::push(this.held.held());
+            this.call.poll(cx)
+        };
+        let Poll::Ready(result) = polled else {
+            return Poll::Pending;
+        };
+        let classify = this
+            .classify
+            .take()
+            .expect("a guarded call's future was polled after it completed");
+        this.held.held().complete(classify(&result));
+        Poll::Ready(result)
+    }
+}
+
+/// The permits a [`RunAsync`] runs with: owned (an [`Entered`]) or borrowed (a
+/// [`GuardedCall`]).
+trait HeldBy<'a> {
+    fn held(&mut self) -> &mut Held<'a>;
+}
+
+impl<'a> HeldBy<'a> for Held<'a> {
+    #[inline]
+    fn held(&mut self) -> &mut Held<'a> {
+        self
+    }
+}
+
+impl<'a> HeldBy<'a> for &mut Held<'a> {
+    #[inline]
+    fn held(&mut self) -> &mut Held<'a> {
+        self
+    }
+}
+
+/// The guard instances one call holds.
+#[derive(Clone, Copy, Default)]
+struct Ids {
+    ids: [u64; 2],
+    len: usize,
+}
+
+impl Ids {
+    fn push(&mut self, id: u64) {
+        self.ids[self.len] = id;
+        self.len += 1;
+    }
+
+    fn contains(&self, id: u64) -> bool {
+        self.ids[..self.len].contains(&id)
+    }
+}
+
+/// One guarded call's entry on the call chain: the guard instances it holds, and the tokio
+/// task it runs in (`None` outside any task).
+///
+/// Each thread keeps the entries of the guarded calls running on it in [`CHAIN`], innermost
+/// last: a sync call's entry for the extent of its body, an async call's entry for each poll
+/// of its future (pushed again at every poll, so a future handed to another task carries
+/// nothing from the task it was created in). A nested call recognises only the entries of its
+/// own task: a task that a sync guarded call happens to drive on its thread (a nested
+/// `block_on`) is not on that call's chain.
+#[derive(Clone, Copy)]
+struct Link {
+    task: Option<tokio::task::Id>,
+    ids: Ids,
+}
+
+thread_local! {
+    /// The entries of the guarded calls running on this thread, innermost last (see [`Link`]).
+    static CHAIN: RefCell<Vec<Link>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Whether a guarded call runs on this thread (the current call may be nested in it).
+#[inline]
+pub(crate) fn chain_is_busy() -> bool {
+    CHAIN.with(|chain| !chain.borrow().is_empty())
+}
+
+/// Whether a guarded call around the current one, in the same task, holds the instance `id`.
+pub(crate) fn chain_holds(id: u64) -> bool {
+    CHAIN.with(|chain| {
+        let chain = chain.borrow();
+        if chain.is_empty() {
+            return false;
+        }
+        let task = tokio::task::try_id();
+        chain
+            .iter()
+            .any(|link| link.task == task && link.ids.contains(id))
+    })
+}
+
+/// A call's entry on this thread's chain; dropping it takes the entry off again (on return
+/// and on unwind). Kept in a local of the scope that runs the call, so entries come off in
+/// the reverse order they went on.
+struct OnChain {
+    /// The chain's length before the push; `None` if nothing was pushed.
+    restore: Option<usize>,
+}
+
+impl OnChain {
+    /// Pushes an entry for the guards `held` holds; pushes nothing if it holds none.
+    #[inline]
+    fn push(held: &Held<'_>) -> OnChain {
+        if held.is_empty() {
+            return OnChain { restore: None };
+        }
+        let link = Link {
+            task: tokio::task::try_id(),
+            ids: held.ids(),
+        };
+        let restore = CHAIN.with(|chain| {
+            let mut chain = chain.borrow_mut();
+            let len = chain.len();
+            chain.push(link);
+            len
+        });
+        OnChain {
+            restore: Some(restore),
+        }
+    }
+}
+
+impl Drop for OnChain {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(len) = self.restore {
+            CHAIN.with(|chain| chain.borrow_mut().truncate(len));
+        }
+    }
+}
