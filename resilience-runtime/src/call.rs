@@ -49,16 +49,9 @@ impl<'a> Held<'a> {
         self.bulkhead.is_none() && self.breaker.is_none()
     }
 
-    /// The guard instances held, for the call chain.
-    fn ids(&self) -> Ids {
-        let mut ids = Ids::default();
-        if let Some(permit) = &self.bulkhead {
-            ids.push(permit.instance_id());
-        }
-        if let Some(permit) = &self.breaker {
-            ids.push(permit.instance_id());
-        }
-        ids
+    /// The number of guards held.
+    fn len(&self) -> usize {
+        usize::from(self.bulkhead.is_some()) + usize::from(self.breaker.is_some())
     }
 
     /// A guard refused the call with `rejected`: the breaker held (outside that guard) sees
@@ -188,7 +181,7 @@ impl Default for GuardedCall<'_> {
 impl fmt::Debug for GuardedCall<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GuardedCall")
-            .field("guards_held", &self.held.ids().len)
+            .field("guards_held", &self.held.len())
             .finish()
     }
 }
@@ -234,7 +227,7 @@ impl<'a> Entered<'a> {
 impl fmt::Debug for Entered<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Entered")
-            .field("guards_held", &self.held.ids().len)
+            .field("guards_held", &self.held.len())
             .finish()
     }
 }
@@ -298,37 +291,19 @@ impl<'a> HeldBy<'a> for &mut Held<'a> {
     }
 }
 
-/// The guard instances one call holds.
-#[derive(Clone, Copy, Default)]
-struct Ids {
-    ids: [u64; 2],
-    len: usize,
-}
-
-impl Ids {
-    fn push(&mut self, id: u64) {
-        self.ids[self.len] = id;
-        self.len += 1;
-    }
-
-    fn contains(&self, id: u64) -> bool {
-        self.ids[..self.len].contains(&id)
-    }
-}
-
-/// One guarded call's entry on the call chain: the guard instances it holds, and the tokio
-/// task it runs in (`None` outside any task).
+/// One guard instance held by a guarded call running on this thread, and the tokio task the
+/// call runs in (`None` outside any task).
 ///
-/// Each thread keeps the entries of the guarded calls running on it in [`CHAIN`], innermost
-/// last: a sync call's entry for the extent of its body, an async call's entry for each poll
-/// of its future (pushed again at every poll, so a future handed to another task carries
-/// nothing from the task it was created in). A nested call recognises only the entries of its
-/// own task: a task that a sync guarded call happens to drive on its thread (a nested
-/// `block_on`) is not on that call's chain.
+/// Each thread keeps the instances held by the guarded calls running on it in [`CHAIN`],
+/// innermost last: a sync call's for the extent of its body, an async call's for each poll of
+/// its future (pushed again at every poll, so a future handed to another task carries nothing
+/// from the task it was created in). A nested call recognises only the entries of its own
+/// task: a task that a sync guarded call happens to drive on its thread (a nested `block_on`)
+/// is not on that call's chain.
 #[derive(Clone, Copy)]
 struct Link {
     task: Option<tokio::task::Id>,
-    ids: Ids,
+    id: u64,
 }
 
 thread_local! {
@@ -350,9 +325,7 @@ pub(crate) fn chain_holds(id: u64) -> bool {
             return false;
         }
         let task = tokio::task::try_id();
-        chain
-            .iter()
-            .any(|link| link.task == task && link.ids.contains(id))
+        chain.iter().any(|link| link.id == id && link.task == task)
     })
 }
 
@@ -365,20 +338,28 @@ struct OnChain {
 }
 
 impl OnChain {
-    /// Pushes an entry for the guards `held` holds; pushes nothing if it holds none.
+    /// Pushes the guard instances `held` holds; pushes nothing if it holds none.
     #[inline]
     fn push(held: &Held<'_>) -> OnChain {
         if held.is_empty() {
             return OnChain { restore: None };
         }
-        let link = Link {
-            task: tokio::task::try_id(),
-            ids: held.ids(),
-        };
+        let task = tokio::task::try_id();
         let restore = CHAIN.with(|chain| {
             let mut chain = chain.borrow_mut();
             let len = chain.len();
-            chain.push(link);
+            if let Some(permit) = &held.bulkhead {
+                chain.push(Link {
+                    task,
+                    id: permit.instance_id(),
+                });
+            }
+            if let Some(permit) = &held.breaker {
+                chain.push(Link {
+                    task,
+                    id: permit.instance_id(),
+                });
+            }
             len
         });
         OnChain {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::aspect::Aspect;
 use crate::bulkhead::Bulkhead;
-use crate::call::{chain_holds, chain_is_busy, Entered, Held};
+use crate::call::{chain_holds, chain_is_busy, Entered, GuardedCall, Held};
 use crate::circuit_breaker::CircuitBreaker;
 use arc_swap::ArcSwapOption;
 
@@ -268,7 +268,9 @@ impl Plan {
         call: impl FnOnce() -> R,
         classify: impl FnOnce(&R) -> CallOutcome,
     ) -> Result<R, Rejected> {
-        Ok(self.enter()?.run(call, classify))
+        let mut guarded = GuardedCall::new();
+        guarded.enter(self)?;
+        Ok(guarded.run(call, classify))
     }
 
     /// Runs the future `call` through the guards, waiting asynchronously while a bulkhead
@@ -297,7 +299,9 @@ impl Plan {
     where
         F: Future<Output = R>,
     {
-        Ok(self.enter_async().await?.run_async(call, classify).await)
+        let mut guarded = GuardedCall::new();
+        guarded.enter_async(self).await?;
+        Ok(guarded.run_async(call, classify).await)
     }
 
     /// Acquires every guard, in order, blocking the thread while a bulkhead makes it wait:
