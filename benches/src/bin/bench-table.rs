@@ -141,9 +141,28 @@ fn main() {
             );
         }
         if only_ours && cases.len() > 1 && !group.contains("2threads") {
-            let min = cases.iter().map(|c| c.median_ns).fold(f64::MAX, f64::min);
-            let max = cases.iter().map(|c| c.median_ns).fold(0.0, f64::max);
-            println!("| {group} | spread max / min | | {:.2}× |", max / min);
+            // The spread across sizes of one kind (`ours_count_10` / `ours_count_10000`), then
+            // across every case of the group.
+            let mut kinds: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+            for case in &cases {
+                let kind = case
+                    .name
+                    .rsplit_once('_')
+                    .map_or(case.name.as_str(), |(k, _)| k);
+                kinds.entry(kind).or_default().push(case.median_ns);
+            }
+            if kinds.len() > 1 {
+                for (kind, medians) in &kinds {
+                    if medians.len() > 1 {
+                        println!(
+                            "| {group} | spread max / min, {kind}_* | | {:.2}× |",
+                            spread(medians)
+                        );
+                    }
+                }
+            }
+            let all: Vec<f64> = cases.iter().map(|c| c.median_ns).collect();
+            println!("| {group} | spread max / min | | {:.2}× |", spread(&all));
         }
         if group == "guarded_call" {
             if let (Some(bare), Some(r)) = (cases.iter().find(|c| c.name == "bare"), reference) {
@@ -155,4 +174,11 @@ fn main() {
             }
         }
     }
+}
+
+/// The largest median divided by the smallest.
+fn spread(medians: &[f64]) -> f64 {
+    let min = medians.iter().copied().fold(f64::MAX, f64::min);
+    let max = medians.iter().copied().fold(0.0, f64::max);
+    max / min
 }
