@@ -399,7 +399,8 @@ fn guard_fn(
             quote! {
                 #register
                 #prelude
-                let #plan = #private::CallSite::plan(&__RESILIENCE_CALL_SITE);
+                // Owned: an async call holds its plan across `.await`.
+                let #plan = #private::CallSite::plan_arc(&__RESILIENCE_CALL_SITE);
                 // The call's permits, written in place as the guards admit it.
                 let mut #call = #private::GuardedCall::new();
                 // Bound to a local: the temporaries of a tail expression outlive `#plan`.
@@ -430,7 +431,8 @@ fn guard_fn(
                 capture: original.capture,
                 block: syn::parse_quote! {{
                     #prelude
-                    let #plan = #private::CallSite::plan(&__RESILIENCE_CALL_SITE);
+                    // Owned: an async call holds its plan across `.await`.
+                    let #plan = #private::CallSite::plan_arc(&__RESILIENCE_CALL_SITE);
                     // The call's permits, written in place as the guards admit it.
                     let mut #call = #private::GuardedCall::new();
                     // Bound to a local: the temporaries of a tail expression outlive `#plan`.

@@ -165,7 +165,7 @@ impl<'a> GuardedCall<'a> {
         C: FnOnce(&R) -> CallOutcome,
     {
         RunAsync {
-            call,
+            call: Some(call),
             held: &mut self.held,
             classify: Some(classify),
         }
@@ -217,7 +217,7 @@ impl<'a> Entered<'a> {
         C: FnOnce(&R) -> CallOutcome,
     {
         RunAsync {
-            call,
+            call: Some(call),
             held: self.held,
             classify: Some(classify),
         }
@@ -235,59 +235,106 @@ impl fmt::Debug for Entered<'_> {
 pin_project_lite::pin_project! {
     /// Polls a guarded call's future with its guards on the call chain, then records the
     /// outcome. `H` is the held permits, owned (`Entered`) or borrowed (`GuardedCall`).
-    /// Fields drop in order: the call first, then the permits.
-    struct RunAsync<F, H, C> {
+    /// Dropped before it completes (cancelled), it drops the call's future with its guards
+    /// still on the call chain (its destructors are part of the call), then the permits.
+    struct RunAsync<F, H: HeldBy, C> {
         #[pin]
-        call: F,
+        call: Option<F>,
         held: H,
         classify: Option<C>,
     }
+    impl<F, H: HeldBy, C> PinnedDrop for RunAsync<F, H, C> {
+        fn drop(this: Pin<&mut Self>) {
+            let mut this = this.project();
+            if this.call.is_some() {
+                let _on_chain = OnChain::push(this.held.held_ref());
+                this.call.set(None);
+            }
+        }
+    }
 }
 
-impl<'a, R, F, H, C> Future for RunAsync<F, H, C>
+impl<R, F, H, C> Future for RunAsync<F, H, C>
 where
     F: Future<Output = R>,
-    H: HeldBy<'a>,
+    H: HeldBy,
     C: FnOnce(&R) -> CallOutcome,
 {
     type Output = R;
 
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<R> {
-        let this = self.project();
+        let mut this = self.project();
+        let Some(call) = this.call.as_mut().as_pin_mut() else {
+            panic!("a guarded call's future was polled after it completed");
+        };
         let polled = {
-            let _on_chain = OnChain::push(this.held.held());
-            this.call.poll(cx)
+            let _on_chain = OnChain::push(this.held.held_ref());
+            // A panic in the call abandons it: its permits go during the unwind (as an
+            // `async fn`'s locals do), not whenever this future happens to be dropped.
+            let abandon = Abandon(Some(&mut *this.held));
+            let polled = call.poll(cx);
+            std::mem::forget(abandon);
+            polled
         };
         let Poll::Ready(result) = polled else {
             return Poll::Pending;
         };
+        this.call.set(None);
         let classify = this
             .classify
             .take()
             .expect("a guarded call's future was polled after it completed");
-        this.held.held().complete(classify(&result));
+        this.held.complete(classify(&result));
         Poll::Ready(result)
+    }
+}
+
+/// Abandons the call (releases its permits, recording nothing) if dropped: by an unwind.
+struct Abandon<'r, H: HeldBy>(Option<&'r mut H>);
+
+impl<H: HeldBy> Drop for Abandon<'_, H> {
+    fn drop(&mut self) {
+        if let Some(held) = self.0.take() {
+            held.abandon();
+        }
     }
 }
 
 /// The permits a [`RunAsync`] runs with: owned (an [`Entered`]) or borrowed (a
 /// [`GuardedCall`]).
-trait HeldBy<'a> {
-    fn held(&mut self) -> &mut Held<'a>;
+trait HeldBy {
+    fn held_ref(&self) -> &Held<'_>;
+    fn complete(&mut self, outcome: CallOutcome);
+    /// Releases every permit, innermost first, recording nothing.
+    fn abandon(&mut self);
 }
 
-impl<'a> HeldBy<'a> for Held<'a> {
+impl HeldBy for Held<'_> {
     #[inline]
-    fn held(&mut self) -> &mut Held<'a> {
+    fn held_ref(&self) -> &Held<'_> {
         self
+    }
+    #[inline]
+    fn complete(&mut self, outcome: CallOutcome) {
+        Held::complete(self, outcome);
+    }
+    fn abandon(&mut self) {
+        drop(std::mem::replace(self, Held::new()));
     }
 }
 
-impl<'a> HeldBy<'a> for &mut Held<'a> {
+impl HeldBy for &mut Held<'_> {
     #[inline]
-    fn held(&mut self) -> &mut Held<'a> {
+    fn held_ref(&self) -> &Held<'_> {
         self
+    }
+    #[inline]
+    fn complete(&mut self, outcome: CallOutcome) {
+        Held::complete(self, outcome);
+    }
+    fn abandon(&mut self) {
+        drop(std::mem::replace(&mut **self, Held::new()));
     }
 }
 
@@ -314,19 +361,24 @@ thread_local! {
 /// Whether a guarded call runs on this thread (the current call may be nested in it).
 #[inline]
 pub(crate) fn chain_is_busy() -> bool {
-    CHAIN.with(|chain| !chain.borrow().is_empty())
+    // `try_with`: a call made while this thread's locals are being destroyed has no chain.
+    CHAIN
+        .try_with(|chain| !chain.borrow().is_empty())
+        .unwrap_or(false)
 }
 
 /// Whether a guarded call around the current one, in the same task, holds the instance `id`.
 pub(crate) fn chain_holds(id: u64) -> bool {
-    CHAIN.with(|chain| {
-        let chain = chain.borrow();
-        if chain.is_empty() {
-            return false;
-        }
-        let task = tokio::task::try_id();
-        chain.iter().any(|link| link.id == id && link.task == task)
-    })
+    CHAIN
+        .try_with(|chain| {
+            let chain = chain.borrow();
+            if chain.is_empty() {
+                return false;
+            }
+            let task = tokio::task::try_id();
+            chain.iter().any(|link| link.id == id && link.task == task)
+        })
+        .unwrap_or(false)
 }
 
 /// A call's entry on this thread's chain; dropping it takes the entry off again (on return
@@ -345,7 +397,7 @@ impl OnChain {
             return OnChain { restore: None };
         }
         let task = tokio::task::try_id();
-        let restore = CHAIN.with(|chain| {
+        let restore = CHAIN.try_with(|chain| {
             let mut chain = chain.borrow_mut();
             let len = chain.len();
             if let Some(permit) = &held.bulkhead {
@@ -363,7 +415,7 @@ impl OnChain {
             len
         });
         OnChain {
-            restore: Some(restore),
+            restore: restore.ok(),
         }
     }
 }
@@ -372,7 +424,7 @@ impl Drop for OnChain {
     #[inline]
     fn drop(&mut self) {
         if let Some(len) = self.restore {
-            CHAIN.with(|chain| chain.borrow_mut().truncate(len));
+            let _ = CHAIN.try_with(|chain| chain.borrow_mut().truncate(len));
         }
     }
 }

@@ -5,7 +5,9 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use crate::aspect::Aspect;
-use crate::chain::{CachedPlan, Guard, PlanCache};
+use std::sync::Arc;
+
+use crate::chain::{CachedPlan, Guard, Plan, PlanCache};
 use crate::registry::Registry;
 
 /// A function guarded by the attribute macros: where it is, and which guards it runs through.
@@ -66,10 +68,19 @@ impl CallSite {
         self.plan.guards()
     }
 
-    /// This call site's plan in the global registry, cached.
+    /// This call site's plan in the global registry, cached, borrowed for a sync call.
     #[doc(hidden)]
+    #[inline]
     pub fn plan(&self) -> CachedPlan {
         self.plan.get(Registry::global())
+    }
+
+    /// This call site's plan in the global registry, cached, owned by an async call (which
+    /// holds it across `.await`).
+    #[doc(hidden)]
+    #[inline]
+    pub fn plan_arc(&self) -> Arc<Plan> {
+        self.plan.get_arc(Registry::global())
     }
 }
 

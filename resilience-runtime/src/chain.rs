@@ -108,8 +108,13 @@ impl fmt::Display for GuardListError {
 }
 
 /// What a guarded call does when it enters a guard instance that an enclosing guarded call on
-/// the same call chain (the same task for async code, the same thread for sync code) already
-/// holds.
+/// the same call chain already holds.
+///
+/// The call chain is the guarded calls the current one runs inside: on the same thread and in
+/// the same tokio task (or outside any task), a sync call for the extent of its body, an async
+/// call while its future is being polled or dropped. A task spawned from a guarded call, or
+/// driven by a nested executor inside one, is another chain; so are sibling calls joined in one
+/// task (they run one after the other, not inside each other).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ReentrancyPolicy {
@@ -529,11 +534,13 @@ impl PlanCache {
         self.guards
     }
 
-    /// The plan in `registry`, from the cache if it is current.
+    /// The plan in `registry`, from the cache if it is current, borrowed for a short call.
     ///
-    /// The returned handle borrows the cached plan without touching its reference count
-    /// while few calls on this thread hold one; a call can hold it across `.await` (it is
-    /// `Send`), and a plan replaced meanwhile lives until its last handle is dropped.
+    /// The handle borrows the cached plan through `arc-swap` without touching its reference
+    /// count, using one of a few borrowing slots the thread shares with every `ArcSwap` in the
+    /// process: hold it for a call that does not await (the macros use it for sync
+    /// functions), and use [`get_arc`](Self::get_arc) to hold a plan across `.await` or keep
+    /// it. A plan replaced meanwhile lives until its last handle is dropped.
     pub fn get(&self, registry: &Registry) -> CachedPlan {
         let generation = registry.generation();
         let cached = self.cached.load();
@@ -544,14 +551,43 @@ impl PlanCache {
             return CachedPlan(Cached::Loaded(cached));
         }
         drop(cached);
+        CachedPlan(Cached::Built(self.rebuild(registry)))
+    }
+
+    /// The plan in `registry`, from the cache if it is current, as an `Arc` of its own: for a
+    /// call that awaits (the macros use it for async functions), or to keep.
+    pub fn get_arc(&self, registry: &Registry) -> Arc<Plan> {
+        let generation = registry.generation();
+        match self.cached.load_full() {
+            Some(plan) if plan.generation == generation => plan,
+            _ => self.rebuild(registry),
+        }
+    }
+
+    #[cold]
+    fn rebuild(&self, registry: &Registry) -> Arc<Plan> {
         let plan = Arc::new(registry.resolve_plan(self.guards));
         self.cached.store(Some(Arc::clone(&plan)));
-        CachedPlan(Cached::Built(plan))
+        plan
     }
 }
 
-/// A [`Plan`] from a [`PlanCache`], held for one call: dereferences to the plan.
+/// A [`Plan`] borrowed from a [`PlanCache`] for one short call (see [`PlanCache::get`]):
+/// dereferences to the plan; [`into_arc`](Self::into_arc) turns it into an `Arc` to keep.
 pub struct CachedPlan(Cached);
+
+impl CachedPlan {
+    /// The plan as an `Arc` of its own, to hold across `.await` or keep.
+    pub fn into_arc(self) -> Arc<Plan> {
+        match self.0 {
+            Cached::Loaded(guard) => match arc_swap::Guard::into_inner(guard) {
+                Some(plan) => plan,
+                None => unreachable!("a loaded plan is present"),
+            },
+            Cached::Built(plan) => plan,
+        }
+    }
+}
 
 enum Cached {
     /// Borrowed from the cache through `arc-swap` (no reference count touched in the common

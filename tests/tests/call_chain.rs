@@ -1,0 +1,321 @@
+//! The call chain at its edges: cancellation, panics in a poll, completed futures, waits, siblings in one task, nested executors.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use resilience_runtime::{
+    BulkheadConfig, CallOutcome, CircuitBreakerConfig, Guard, Registry, Rejected, SlidingWindow,
+};
+use resilience_tests::CallError;
+
+fn registry_with(bulkhead_calls: u32) -> Registry {
+    let registry = Registry::new();
+    registry
+        .configure_bulkhead(
+            "orders",
+            BulkheadConfig::builder()
+                .max_concurrent_calls(bulkhead_calls)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    registry
+        .configure_circuit_breaker(
+            "orders",
+            CircuitBreakerConfig::builder()
+                .sliding_window(SlidingWindow::CountBased(10))
+                .minimum_number_of_calls(4)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    registry
+}
+
+const BOTH: [Guard; 2] = [Guard::bulkhead("orders"), Guard::circuit_breaker("orders")];
+
+struct OnDrop<F: FnMut()>(F);
+impl<F: FnMut()> Drop for OnDrop<F> {
+    fn drop(&mut self) {
+        (self.0)();
+    }
+}
+
+struct NoopWake;
+impl Wake for NoopWake {
+    fn wake(self: Arc<Self>) {}
+}
+
+/// A call cancelled mid-run: its body's destructors run while the call still holds its
+/// permits. Before the change (`TASK_CHAIN.scope`, whose `TaskLocalFuture` drops the inner
+/// future inside the scope) a guarded call made from such a destructor was on the chain and
+/// passed through; now the entries are pushed only while polling, so it tries to acquire the
+/// bulkhead of 1 the cancelled call still holds.
+#[tokio::test]
+async fn a_cancelled_call_s_destructors_still_run_on_its_chain() {
+    let registry = Arc::new(registry_with(1));
+    let plan = Arc::new(registry.plan(&BOTH).unwrap());
+    let seen: Arc<Mutex<Option<Result<(), CallError>>>> = Arc::new(Mutex::new(None));
+    let call = {
+        let (outer, inner, seen) = (plan.clone(), plan.clone(), seen.clone());
+        async move {
+            outer
+                .call_async(async move {
+                    // E.g. a transaction guard that rolls back through the same guarded client.
+                    let _rollback = OnDrop(move || {
+                        let r: Result<(), CallError> = inner.call(|| Ok(()));
+                        *seen.lock().unwrap() = Some(r);
+                    });
+                    std::future::pending::<()>().await;
+                    Ok::<(), CallError>(())
+                })
+                .await
+        }
+    };
+    assert!(tokio::time::timeout(Duration::from_millis(10), call)
+        .await
+        .is_err());
+    assert_eq!(
+        *seen.lock().unwrap(),
+        Some(Ok(())),
+        "the destructor's call re-entered the held bulkhead: it should pass through"
+    );
+    assert_eq!(registry.bulkhead("orders").available_concurrent_calls(), 1);
+}
+
+/// Two guarded calls joined in one task are siblings, not nested: the second must not pass
+/// through the bulkhead the first holds.
+#[tokio::test]
+async fn sibling_calls_joined_in_one_task_do_not_pass_through_each_other() {
+    let registry = registry_with(1);
+    let plan = registry.plan(&BOTH).unwrap();
+    let first = plan.call_async(async {
+        tokio::task::yield_now().await;
+        Ok::<(), CallError>(())
+    });
+    let second = plan.call_async(async { Ok::<(), CallError>(()) });
+    let (a, b) = tokio::join!(first, second);
+    assert_eq!(a, Ok(()));
+    assert!(
+        matches!(b, Err(CallError::Rejected(Rejected::BulkheadFull { .. }))),
+        "{b:?}"
+    );
+    assert_eq!(registry.bulkhead("orders").available_concurrent_calls(), 1);
+}
+
+/// A task spawned on a `LocalSet` that a guarded call drives is another task: not on the
+/// call's chain. (Before the change the task-local leaked into it and it passed through.)
+#[tokio::test]
+async fn a_local_set_task_driven_inside_a_guarded_call_is_another_chain() {
+    let registry = Arc::new(registry_with(1));
+    let plan = Arc::new(registry.plan(&BOTH).unwrap());
+    let inner_plan = plan.clone();
+    let outer: Result<Result<(), CallError>, CallError> = plan
+        .call_async(async move {
+            let local = tokio::task::LocalSet::new();
+            Ok(local
+                .run_until(async move {
+                    tokio::task::spawn_local(async move {
+                        inner_plan.call_async(async { Ok(()) }).await
+                    })
+                    .await
+                    .unwrap()
+                })
+                .await)
+        })
+        .await;
+    assert!(
+        matches!(
+            outer,
+            Ok(Err(CallError::Rejected(Rejected::BulkheadFull { .. })))
+        ),
+        "{outer:?}"
+    );
+}
+
+/// A panic while a guarded future is polled leaves nothing on the thread's chain, and the
+/// permits are released.
+#[test]
+fn a_panic_in_a_poll_leaves_nothing_on_the_chain() {
+    let registry = registry_with(1);
+    let plan = registry.plan(&BOTH).unwrap();
+    let waker = Waker::from(Arc::new(NoopWake));
+    {
+        let mut call = pin!(plan.call_async(async {
+            panic!("boom");
+            #[allow(unreachable_code)]
+            Ok::<(), CallError>(())
+        }));
+        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = call.as_mut().poll(&mut Context::from_waker(&waker));
+        }));
+        assert!(polled.is_err());
+    }
+    assert_eq!(registry.bulkhead("orders").available_concurrent_calls(), 1);
+    // A later call on this thread is not nested in anything: it takes a permit.
+    let ok: Result<(), CallError> = plan.call(|| Ok(()));
+    assert_eq!(ok, Ok(()));
+    assert_eq!(registry.bulkhead("orders").metrics().permitted_calls(), 2);
+}
+
+/// Permits of a call whose body panicked while polled through `Entered::run_async`: released
+/// by the unwind (as an `async fn` releases its locals), not only when the future is dropped.
+#[test]
+fn a_panic_in_entered_run_async_releases_the_permits_during_the_unwind() {
+    let registry = registry_with(1);
+    let plan = registry.plan(&BOTH).unwrap();
+    let waker = Waker::from(Arc::new(NoopWake));
+    let mut entered = pin!(plan.enter_async());
+    let Poll::Ready(Ok(entered)) = entered.as_mut().poll(&mut Context::from_waker(&waker)) else {
+        panic!("free guards admit at once");
+    };
+    let mut call = pin!(entered.run_async(
+        async {
+            panic!("boom");
+        },
+        |_: &()| CallOutcome::Success,
+    ));
+    let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = call.as_mut().poll(&mut Context::from_waker(&waker));
+    }));
+    assert!(polled.is_err());
+    assert_eq!(
+        registry.bulkhead("orders").available_concurrent_calls(),
+        1,
+        "the future is still alive (e.g. inside a CatchUnwind): is the permit held?"
+    );
+}
+
+/// A future polled again after it completed: the guarded call's own future should refuse
+/// (panic) without polling the user's completed future again.
+#[test]
+fn a_completed_call_is_not_polled_again() {
+    struct CountPolls(Arc<AtomicUsize>);
+    impl Future for CountPolls {
+        type Output = ();
+        fn poll(self: std::pin::Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            Poll::Ready(())
+        }
+    }
+    let registry = registry_with(1);
+    let plan = registry.plan(&BOTH).unwrap();
+    let waker = Waker::from(Arc::new(NoopWake));
+    let polls = Arc::new(AtomicUsize::new(0));
+    let entered = plan.enter().unwrap();
+    let mut call = pin!(entered.run_async(CountPolls(polls.clone()), |_| CallOutcome::Success));
+    assert!(call
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker))
+        .is_ready());
+    let again = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = call.as_mut().poll(&mut Context::from_waker(&waker));
+    }));
+    assert!(again.is_err(), "polled after completion: a panic");
+    assert_eq!(
+        polls.load(Ordering::Relaxed),
+        1,
+        "the user's future was polled again"
+    );
+}
+
+fn waiting_registry(breaker_outside: bool) -> Registry {
+    let registry = Registry::new();
+    registry
+        .configure_bulkhead(
+            "w",
+            BulkheadConfig::builder()
+                .max_concurrent_calls(1)
+                .max_wait_duration(Duration::from_secs(5))
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    registry
+        .configure_circuit_breaker(
+            "w",
+            CircuitBreakerConfig::builder()
+                .permitted_calls_in_half_open_state(1)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    if breaker_outside {
+        registry
+            .set_precedence(resilience_runtime::Aspect::CircuitBreaker, 10)
+            .unwrap();
+    }
+    registry
+}
+
+/// A call that waited in the bulkhead queue goes on to the breaker inside it.
+#[tokio::test]
+async fn a_call_that_waited_goes_on_to_the_guards_inside() {
+    let registry = Arc::new(waiting_registry(false));
+    let plan = Arc::new(
+        registry
+            .plan(&[Guard::bulkhead("w"), Guard::circuit_breaker("w")])
+            .unwrap(),
+    );
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let holder = {
+        let plan = plan.clone();
+        tokio::spawn(async move {
+            plan.call_async(async move {
+                released.await.unwrap();
+                Ok::<(), CallError>(())
+            })
+            .await
+        })
+    };
+    while registry.bulkhead("w").available_concurrent_calls() != 0 {
+        tokio::task::yield_now().await;
+    }
+    let waiter = {
+        let plan = plan.clone();
+        tokio::spawn(async move { plan.call_async(async { Ok::<(), CallError>(()) }).await })
+    };
+    tokio::task::yield_now().await;
+    release.send(()).unwrap();
+    holder.await.unwrap().unwrap();
+    waiter.await.unwrap().unwrap();
+    assert_eq!(
+        registry
+            .circuit_breaker("w")
+            .metrics()
+            .number_of_successful_calls(),
+        2
+    );
+    assert_eq!(registry.bulkhead("w").available_concurrent_calls(), 1);
+}
+
+/// Breaker outside: a half-open probe permit taken by a call that then waits in the bulkhead
+/// queue is given back when that call is dropped while it waits.
+#[tokio::test]
+async fn a_call_dropped_while_waiting_gives_back_the_probe_it_took_outside() {
+    let registry = Arc::new(waiting_registry(true));
+    let plan = Arc::new(
+        registry
+            .plan(&[Guard::bulkhead("w"), Guard::circuit_breaker("w")])
+            .unwrap(),
+    );
+    // Hold the bulkhead with a call that skips the breaker.
+    let bulkhead_only = registry.plan(&[Guard::bulkhead("w")]).unwrap();
+    let entered = bulkhead_only.enter().unwrap();
+    let breaker = registry.circuit_breaker("w");
+    breaker.transition_to_half_open_state();
+    let waiting = plan.call_async(async { Ok::<(), CallError>(()) });
+    assert!(tokio::time::timeout(Duration::from_millis(20), waiting)
+        .await
+        .is_err());
+    drop(entered);
+    assert_eq!(registry.bulkhead("w").available_concurrent_calls(), 1);
+    // The probe was given back: the next call may probe, and closes the breaker.
+    let next: Result<(), CallError> = plan.call_async(async { Ok(()) }).await;
+    assert_eq!(next, Ok(()));
+    assert_eq!(breaker.state(), resilience_runtime::CircuitState::Closed);
+}
