@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion};
 use resilience_runtime::{
     bulkhead, circuit_breaker, Bulkhead, BulkheadConfig, CircuitBreaker, CircuitBreakerConfig,
-    Guard, Registry, Rejected, SlidingWindow,
+    CircuitBreakerConfigBuilder, Guard, Registry, Rejected, SlidingWindow,
 };
 use tower::{Service, ServiceBuilder};
 
@@ -109,13 +109,19 @@ impl From<Rejected> for CallError {
 }
 
 fn breaker_config(window: SlidingWindow) -> CircuitBreakerConfig {
+    breaker_builder(window)
+        .build()
+        .expect("valid breaker config")
+}
+
+/// Count or time `window`, 50 %, at least a full count window (100 calls at most), a long
+/// open state; the default 60 s slow-call rule.
+fn breaker_builder(window: SlidingWindow) -> CircuitBreakerConfigBuilder {
     CircuitBreakerConfig::builder()
         .failure_rate_threshold(50.0)
         .sliding_window(window)
         .minimum_number_of_calls(window.size().min(100))
         .wait_duration_in_open_state(Duration::from_secs(3600))
-        .build()
-        .expect("valid breaker config")
 }
 
 fn bulkhead_config(fair: bool) -> BulkheadConfig {
@@ -134,14 +140,8 @@ fn ours_breaker(window: SlidingWindow) -> CircuitBreaker {
 /// The policy equal to recloser's: `breaker_config` with the slow-call rule off
 /// (`Duration::MAX`), as recloser has no slow-call rule. With a count window the closed path
 /// reads no clock.
-/// `breaker_config` with the slow-call rule off (`Duration::MAX`): the policy recloser has
-/// (a failure rate over a count window, no slow-call rule).
 fn breaker_config_equal(window: SlidingWindow) -> CircuitBreakerConfig {
-    CircuitBreakerConfig::builder()
-        .failure_rate_threshold(50.0)
-        .sliding_window(window)
-        .minimum_number_of_calls(window.size().min(100))
-        .wait_duration_in_open_state(Duration::from_secs(3600))
+    breaker_builder(window)
         .slow_call_duration_threshold(Duration::MAX)
         .build()
         .expect("valid breaker config")

@@ -164,11 +164,7 @@ impl<'a> GuardedCall<'a> {
         F: Future<Output = R>,
         C: FnOnce(&R) -> CallOutcome,
     {
-        RunAsync {
-            call: Some(call),
-            held: &mut self.held,
-            classify: Some(classify),
-        }
+        RunAsync::new(call, &mut self.held, classify)
     }
 }
 
@@ -216,11 +212,7 @@ impl<'a> Entered<'a> {
         F: Future<Output = R>,
         C: FnOnce(&R) -> CallOutcome,
     {
-        RunAsync {
-            call: Some(call),
-            held: self.held,
-            classify: Some(classify),
-        }
+        RunAsync::new(call, self.held, classify)
     }
 }
 
@@ -250,6 +242,16 @@ pin_project_lite::pin_project! {
                 let _on_chain = OnChain::push(this.held.held_ref());
                 this.call.set(None);
             }
+        }
+    }
+}
+
+impl<F, H: HeldBy, C> RunAsync<F, H, C> {
+    fn new(call: F, held: H, classify: C) -> Self {
+        RunAsync {
+            call: Some(call),
+            held,
+            classify: Some(classify),
         }
     }
 }

@@ -201,28 +201,43 @@ fn closed(size: u32) -> CircuitBreaker {
 
 /// The epoch a permit was taken in, from its `Debug` output (the only place it shows).
 fn epoch_of(permit: &CircuitPermit<'_>) -> u64 {
-    let text = format!("{permit:?}");
-    let digits: String = text
-        .split("epoch: ")
-        .nth(1)
-        .expect("the permit shows its epoch")
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits.parse().expect("an epoch is a number")
+    number_after(&format!("{permit:?}"), "epoch: ")
 }
 
 /// The number of transitions so far, from the breaker's `Debug` output.
 fn transitions_of(cb: &CircuitBreaker) -> u64 {
-    let text = format!("{cb:?}");
+    number_after(&format!("{cb:?}"), "transitions: ")
+}
+
+/// The number that follows `field` in a `Debug` output.
+fn number_after(text: &str, field: &str) -> u64 {
     let digits: String = text
-        .split("transitions: ")
+        .split(field)
         .nth(1)
-        .expect("the breaker shows its transitions")
+        .unwrap_or_else(|| panic!("`{field}` in {text}"))
         .chars()
         .take_while(char::is_ascii_digit)
         .collect();
-    digits.parse().expect("a count is a number")
+    digits.parse().expect("a number")
+}
+
+/// Records a failure on another thread while this one transitions `cb` to open and back to
+/// closed; returns the epoch of the failure's permit (`None` if it was refused).
+fn failure_racing_a_reopening(cb: &Arc<CircuitBreaker>) -> Option<u64> {
+    let caller = {
+        let cb = Arc::clone(cb);
+        thread::spawn(move || match cb.try_acquire() {
+            Ok(permit) => {
+                let epoch = epoch_of(&permit);
+                permit.record_failure();
+                Some(epoch)
+            }
+            Err(_) => None,
+        })
+    };
+    cb.transition_to_open_state();
+    cb.transition_to_closed_state();
+    caller.join().unwrap()
 }
 
 /// A closed-state failure races manual transitions to open and back to closed: the failure is
@@ -233,20 +248,7 @@ fn transitions_of(cb: &CircuitBreaker) -> u64 {
 fn a_stale_closed_record_never_lands_in_a_later_closed_window() {
     model(2, || {
         let cb = Arc::new(closed(4));
-        let caller = {
-            let cb = Arc::clone(&cb);
-            thread::spawn(move || match cb.try_acquire() {
-                Ok(permit) => {
-                    let epoch = epoch_of(&permit);
-                    permit.record_failure();
-                    Some(epoch)
-                }
-                Err(_) => None,
-            })
-        };
-        cb.transition_to_open_state();
-        cb.transition_to_closed_state();
-        let epoch = caller.join().unwrap();
+        let epoch = failure_racing_a_reopening(&cb);
         assert_eq!(cb.state(), CircuitState::Closed);
         let metrics = cb.metrics();
         let expected = u32::from(epoch == Some(2));
@@ -263,20 +265,7 @@ fn a_stale_closed_record_never_lands_in_a_later_closed_window() {
 fn a_stale_trip_never_opens_a_later_closed_state() {
     model(2, || {
         let cb = Arc::new(closed(1));
-        let caller = {
-            let cb = Arc::clone(&cb);
-            thread::spawn(move || match cb.try_acquire() {
-                Ok(permit) => {
-                    let epoch = epoch_of(&permit);
-                    permit.record_failure();
-                    Some(epoch)
-                }
-                Err(_) => None,
-            })
-        };
-        cb.transition_to_open_state();
-        cb.transition_to_closed_state();
-        let epoch = caller.join().unwrap();
+        let epoch = failure_racing_a_reopening(&cb);
         let metrics = cb.metrics();
         if epoch == Some(2) {
             assert_eq!(cb.state(), CircuitState::Open);

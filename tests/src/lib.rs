@@ -1,6 +1,6 @@
 //! Helpers shared by the workspace-level tests.
 
-use resilience_runtime::Rejected;
+use resilience_runtime::{BulkheadConfig, CircuitBreakerConfig, Registry, Rejected, SlidingWindow};
 
 /// The error type of the guarded functions in the tests: a rejection, or a failure of the
 /// (simulated) dependency.
@@ -26,4 +26,33 @@ impl CallError {
             CallError::Downstream(_) => None,
         }
     }
+}
+
+/// A registry of its own with the bulkhead and the breaker `orders`: `bulkhead_calls`
+/// concurrent calls (rejected at once when full); a count window of 10, at least 4 calls, 50 %
+/// failure rate, rejections recorded as failures if `record_rejections`.
+pub fn orders_registry(bulkhead_calls: u32, record_rejections: bool) -> Registry {
+    let registry = Registry::new();
+    registry
+        .configure_bulkhead(
+            "orders",
+            BulkheadConfig::builder()
+                .max_concurrent_calls(bulkhead_calls)
+                .build()
+                .expect("a valid bulkhead config"),
+        )
+        .expect("configured");
+    registry
+        .configure_circuit_breaker(
+            "orders",
+            CircuitBreakerConfig::builder()
+                .failure_rate_threshold(50.0)
+                .sliding_window(SlidingWindow::CountBased(10))
+                .minimum_number_of_calls(4)
+                .record_rejections(record_rejections)
+                .build()
+                .expect("a valid breaker config"),
+        )
+        .expect("configured");
+    registry
 }

@@ -8,32 +8,12 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use resilience_runtime::{
-    BulkheadConfig, CallOutcome, CircuitBreakerConfig, Guard, Registry, Rejected, SlidingWindow,
+    BulkheadConfig, CallOutcome, CircuitBreakerConfig, Guard, Registry, Rejected,
 };
 use resilience_tests::CallError;
 
 fn registry_with(bulkhead_calls: u32) -> Registry {
-    let registry = Registry::new();
-    registry
-        .configure_bulkhead(
-            "orders",
-            BulkheadConfig::builder()
-                .max_concurrent_calls(bulkhead_calls)
-                .build()
-                .unwrap(),
-        )
-        .unwrap();
-    registry
-        .configure_circuit_breaker(
-            "orders",
-            CircuitBreakerConfig::builder()
-                .sliding_window(SlidingWindow::CountBased(10))
-                .minimum_number_of_calls(4)
-                .build()
-                .unwrap(),
-        )
-        .unwrap();
-    registry
+    resilience_tests::orders_registry(bulkhead_calls, false)
 }
 
 const BOTH: [Guard; 2] = [Guard::bulkhead("orders"), Guard::circuit_breaker("orders")];

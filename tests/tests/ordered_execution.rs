@@ -7,34 +7,12 @@ use std::time::Duration;
 
 use resilience_runtime::{
     Aspect, BulkheadConfig, CallOutcome, CircuitBreakerConfig, CircuitState, Guard,
-    ReentrancyPolicy, Registry, Rejected, SlidingWindow,
+    ReentrancyPolicy, Registry, Rejected,
 };
 use resilience_tests::CallError;
 
 fn registry_with(bulkhead_calls: u32, record_rejections: bool) -> Registry {
-    let registry = Registry::new();
-    registry
-        .configure_bulkhead(
-            "orders",
-            BulkheadConfig::builder()
-                .max_concurrent_calls(bulkhead_calls)
-                .build()
-                .unwrap(),
-        )
-        .unwrap();
-    registry
-        .configure_circuit_breaker(
-            "orders",
-            CircuitBreakerConfig::builder()
-                .failure_rate_threshold(50.0)
-                .sliding_window(SlidingWindow::CountBased(10))
-                .minimum_number_of_calls(4)
-                .record_rejections(record_rejections)
-                .build()
-                .unwrap(),
-        )
-        .unwrap();
-    registry
+    resilience_tests::orders_registry(bulkhead_calls, record_rejections)
 }
 
 const BOTH_ORDERS: [[Guard; 2]; 2] = [
