@@ -133,16 +133,7 @@ fn a_given_back_probe_is_never_lost() {
                 }
             })
         };
-        let fail = {
-            let cb = Arc::clone(&cb);
-            thread::spawn(move || match cb.try_acquire() {
-                Ok(permit) => {
-                    permit.record_failure();
-                    true
-                }
-                Err(_) => false,
-            })
-        };
+        let fail = spawn_failure(&cb);
         abandon.join().unwrap();
         let failed = fail.join().unwrap();
         if failed {
@@ -221,6 +212,18 @@ fn number_after(text: &str, field: &str) -> u64 {
     digits.parse().expect("a number")
 }
 
+/// Makes a failing call on another thread; it answers whether the call was permitted.
+fn spawn_failure(cb: &Arc<CircuitBreaker>) -> thread::JoinHandle<bool> {
+    let cb = Arc::clone(cb);
+    thread::spawn(move || match cb.try_acquire() {
+        Ok(permit) => {
+            permit.record_failure();
+            true
+        }
+        Err(_) => false,
+    })
+}
+
 /// Records a failure on another thread while this one transitions `cb` to open and back to
 /// closed; returns the epoch of the failure's permit (`None` if it was refused).
 fn failure_racing_a_reopening(cb: &Arc<CircuitBreaker>) -> Option<u64> {
@@ -285,18 +288,7 @@ fn racing_closed_records_open_the_breaker_once() {
     model(2, || {
         let cb = Arc::new(closed(2));
         cb.try_acquire().unwrap().record_success();
-        let callers: Vec<_> = (0..2)
-            .map(|_| {
-                let cb = Arc::clone(&cb);
-                thread::spawn(move || match cb.try_acquire() {
-                    Ok(permit) => {
-                        permit.record_failure();
-                        true
-                    }
-                    Err(_) => false,
-                })
-            })
-            .collect();
+        let callers: Vec<_> = (0..2).map(|_| spawn_failure(&cb)).collect();
         let refused = callers
             .into_iter()
             .map(|t| t.join().unwrap())
