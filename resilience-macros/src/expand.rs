@@ -6,7 +6,7 @@ use quote::{quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::{
     AttrStyle, Attribute, Block, Expr, ExprAsync, FnArg, GenericArgument, Ident, ImplItem, Item,
-    ItemFn, ItemImpl, Pat, PathArguments, ReturnType, Signature, Stmt, TraitItemFn, Type,
+    ItemFn, ItemImpl, Lifetime, Pat, PathArguments, ReturnType, Signature, Stmt, TraitItemFn, Type,
     TypeParamBound, Visibility,
 };
 
@@ -361,6 +361,7 @@ fn guard_fn(
         call,
         rejected,
         output: value,
+        entry,
         ..
     } = &names;
     // Inner attributes of the body (`#![allow(..)]`) stay first in the body.
@@ -370,6 +371,32 @@ fn guard_fn(
     // The body's statements, not its block: braces around a one-expression body would
     // trigger `unused_braces` in the user's code.
     let stmts = &block.stmts;
+
+    // The body of an async function: the guards entered and `future` run in a block of its
+    // own, left by `return` once the call ran. The block ends only with a rejection, after the
+    // plan and the permits are gone: a fallback's future never sits beside them in this one.
+    let async_body = |future: TokenStream| {
+        quote! {
+            #prelude
+            let #rejected = #entry: {
+                // Interned: a plain reference, held across `.await`.
+                let #plan = #private::CallSite::plan(&__RESILIENCE_CALL_SITE);
+                // The call's permits, written in place as the guards admit it.
+                let mut #call = #private::GuardedCall::new();
+                // A statement, not a `match` around the call: the entry's `Result` is not kept
+                // in the future while the call runs.
+                if let ::core::result::Result::Err(#rejected) =
+                    #private::GuardedCall::enter_async(&mut #call, &#plan).await
+                {
+                    break #entry #rejected;
+                }
+                let #value = #private::GuardedCall::run_async(&mut #call, #future, #classify).await;
+                return #finish;
+            };
+            let #value = #on_rejected;
+            #finish
+        }
+    };
 
     // Associated functions are called by their full path, so no trait in the user's scope can
     // stand in for them.
@@ -396,24 +423,10 @@ fn guard_fn(
         }
         Shape::Async => {
             let hint = return_hint(&output);
+            let body = async_body(quote!(async move { #hint #(#stmts)* }));
             quote! {
                 #register
-                #prelude
-                // Owned: an async call holds its plan across `.await`.
-                let #plan = #private::CallSite::plan_arc(&__RESILIENCE_CALL_SITE);
-                // The call's permits, written in place as the guards admit it.
-                let mut #call = #private::GuardedCall::new();
-                // Bound to a local: the temporaries of a tail expression outlive `#plan`.
-                let #value = match #private::GuardedCall::enter_async(&mut #call, &#plan).await {
-                    ::core::result::Result::Ok(()) => #private::GuardedCall::run_async(
-                        &mut #call,
-                        async move { #hint #(#stmts)* },
-                        #classify,
-                    )
-                    .await,
-                    ::core::result::Result::Err(#rejected) => #on_rejected,
-                };
-                #finish
+                #body
             }
         }
         Shape::AsyncTrait => {
@@ -425,25 +438,12 @@ fn guard_fn(
                 ));
             };
             let original = inner.clone();
+            let body = async_body(original.to_token_stream());
             *inner = ExprAsync {
                 attrs: Vec::new(),
                 async_token: original.async_token,
                 capture: original.capture,
-                block: syn::parse_quote! {{
-                    #prelude
-                    // Owned: an async call holds its plan across `.await`.
-                    let #plan = #private::CallSite::plan_arc(&__RESILIENCE_CALL_SITE);
-                    // The call's permits, written in place as the guards admit it.
-                    let mut #call = #private::GuardedCall::new();
-                    // Bound to a local: the temporaries of a tail expression outlive `#plan`.
-                    let #value = match #private::GuardedCall::enter_async(&mut #call, &#plan).await {
-                        ::core::result::Result::Ok(()) => {
-                            #private::GuardedCall::run_async(&mut #call, #original, #classify).await
-                        }
-                        ::core::result::Result::Err(#rejected) => #on_rejected,
-                    };
-                    #finish
-                }},
+                block: syn::parse_quote! {{ #body }},
             };
             let stmts = &rewritten.stmts;
             quote! {
@@ -471,6 +471,8 @@ struct Names {
     result: Ident,
     error: Ident,
     output: Ident,
+    /// The label of the block that enters the guards and runs the call.
+    entry: Lifetime,
 }
 
 impl Names {
@@ -483,6 +485,7 @@ impl Names {
             result: name("__result"),
             error: name("__error"),
             output: name("__output"),
+            entry: Lifetime::new("'__resilience_entry", Span::mixed_site()),
         }
     }
 }

@@ -133,8 +133,11 @@ impl<'a> GuardedCall<'a> {
     ///
     /// As [`Plan::enter_async`]; the call then holds nothing.
     #[inline]
-    pub async fn enter_async(&mut self, plan: &'a Plan) -> Result<(), Rejected> {
-        plan.enter_async_into(&mut self.held).await
+    pub fn enter_async<'c>(
+        &'c mut self,
+        plan: &'a Plan,
+    ) -> impl Future<Output = Result<(), Rejected>> + use<'c, 'a> {
+        plan.enter_async_into(&mut self.held)
     }
 
     /// Runs `call` as [`Entered::run`] does.

@@ -5,9 +5,8 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use crate::aspect::Aspect;
-use std::sync::Arc;
-
-use crate::chain::{CachedPlan, Guard, Plan, PlanCache};
+use crate::chain::Guard;
+use crate::plan_cache::{PlanCache, SitePlan};
 use crate::registry::Registry;
 
 /// A function guarded by the attribute macros: where it is, and which guards it runs through.
@@ -68,19 +67,12 @@ impl CallSite {
         self.plan.guards()
     }
 
-    /// This call site's plan in the global registry, cached, borrowed for a sync call.
+    /// This call site's plan in the global registry, cached (interned: a plain reference that
+    /// a sync or an async call holds for as long as it runs).
     #[doc(hidden)]
     #[inline]
-    pub fn plan(&self) -> CachedPlan {
-        self.plan.get(Registry::global())
-    }
-
-    /// This call site's plan in the global registry, cached, owned by an async call (which
-    /// holds it across `.await`).
-    #[doc(hidden)]
-    #[inline]
-    pub fn plan_arc(&self) -> Arc<Plan> {
-        self.plan.get_arc(Registry::global())
+    pub fn plan(&self) -> SitePlan {
+        self.plan.global()
     }
 }
 

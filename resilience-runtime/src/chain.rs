@@ -3,17 +3,18 @@
 
 use std::fmt;
 use std::future::Future;
+use std::mem;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 
 use crate::aspect::Aspect;
 use crate::bulkhead::Bulkhead;
 use crate::call::{chain_holds, chain_is_busy, Entered, GuardedCall, Held};
 use crate::circuit_breaker::CircuitBreaker;
-use arc_swap::ArcSwapOption;
 
 use crate::error::Rejected;
 use crate::name::Name;
-use crate::registry::Registry;
 
 /// One guard of a call: an aspect kind and the name of its instance.
 ///
@@ -237,6 +238,17 @@ impl Plan {
         self.generation
     }
 
+    /// Whether `other` runs the same instances in the same order under the same policy.
+    pub(crate) fn same_as(&self, other: &Plan) -> bool {
+        self.policy == other.policy
+            && self.steps.len() == other.steps.len()
+            && self
+                .steps
+                .iter()
+                .zip(&other.steps)
+                .all(|(a, b)| a.id() == b.id())
+    }
+
     /// The guards in execution order (outermost first).
     pub fn guards(&self) -> impl ExactSizeIterator<Item = (Aspect, &Name)> + '_ {
         self.steps.iter().map(|s| (s.aspect(), s.name()))
@@ -364,16 +376,9 @@ impl Plan {
     }
 
     /// [`enter_async`](Plan::enter_async), writing the permits into `held`.
-    pub(crate) async fn enter_async_into<'a>(
-        &'a self,
-        held: &mut Held<'a>,
-    ) -> Result<(), Rejected> {
-        match self.enter_from(0, held, Bulkheads::Stop)? {
-            None => Ok(()),
-            // A full bulkhead that makes callers wait: the wait (a queue place and a timer) is
-            // boxed, so that it does not weigh on the future of every call that never waits.
-            Some(step) => Box::pin(self.enter_waiting(step, held)).await,
-        }
+    #[inline]
+    pub(crate) fn enter_async_into<'c, 'a>(&'a self, held: &'c mut Held<'a>) -> EnterAsync<'c, 'a> {
+        EnterAsync(EnterState::Start { plan: self, held })
     }
 
     /// Acquires the guards from `steps[from]` on into `held`. With `Bulkheads::Stop`, returns
@@ -456,6 +461,52 @@ impl Plan {
     }
 }
 
+/// The future of [`Plan::enter_async_into`]. Its first poll acquires every guard that has a
+/// free permit, synchronously, and is ready unless a full bulkhead makes the call wait: only
+/// then does it box the wait (a queue place and a timer) and poll that. Calls that never wait
+/// (the common case) pay for no nested state machine, and the future of every guarded call
+/// stays small.
+pub(crate) struct EnterAsync<'c, 'a>(EnterState<'c, 'a>);
+
+enum EnterState<'c, 'a> {
+    /// Not polled yet.
+    Start {
+        plan: &'a Plan,
+        held: &'c mut Held<'a>,
+    },
+    /// Waiting for a bulkhead's permit, then acquiring the guards after it.
+    Waiting(Pin<Box<dyn Future<Output = Result<(), Rejected>> + Send + 'c>>),
+    /// Ready was returned.
+    Done,
+}
+
+impl Future for EnterAsync<'_, '_> {
+    type Output = Result<(), Rejected>;
+
+    #[inline]
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let state = &mut self.0;
+        if let EnterState::Start { .. } = state {
+            let EnterState::Start { plan, held } = mem::replace(state, EnterState::Done) else {
+                unreachable!("matched above");
+            };
+            match plan.enter_from(0, held, Bulkheads::Stop) {
+                Ok(None) => return Poll::Ready(Ok(())),
+                Err(rejected) => return Poll::Ready(Err(rejected)),
+                Ok(Some(step)) => {
+                    *state = EnterState::Waiting(Box::pin(plan.enter_waiting(step, held)))
+                }
+            }
+        }
+        let EnterState::Waiting(wait) = state else {
+            panic!("a guarded call's entry was polled after it completed");
+        };
+        let entered = ready!(wait.as_mut().poll(cx));
+        *state = EnterState::Done;
+        Poll::Ready(entered)
+    }
+}
+
 /// What [`Plan::enter_from`] does at a bulkhead without a free permit.
 #[derive(Clone, Copy)]
 enum Bulkheads {
@@ -471,158 +522,6 @@ impl fmt::Debug for Plan {
             .field("guards", &self.guards().collect::<Vec<_>>())
             .field("generation", &self.generation)
             .field("policy", &self.policy)
-            .finish()
-    }
-}
-
-/// A call site's [`Plan`], cached: rebuilt only when the registry's configuration or
-/// precedence changed since it was built: checking it costs one atomic load of the registry's
-/// generation and one of the cache, with no look-up and no sort.
-///
-/// ```
-/// use resilience_runtime::{Aspect, Guard, PlanCache, Registry};
-///
-/// static ORDERS: PlanCache =
-///     PlanCache::new(&[Guard::circuit_breaker("orders"), Guard::bulkhead("orders")]);
-///
-/// let registry = Registry::new();
-/// assert_eq!(ORDERS.get(&registry).guards().next().unwrap().0, Aspect::Bulkhead);
-///
-/// registry.set_precedence(Aspect::CircuitBreaker, 10)?; // takes effect on the next call
-/// assert_eq!(ORDERS.get(&registry).guards().next().unwrap().0, Aspect::CircuitBreaker);
-/// # Ok::<(), resilience_runtime::ConfigError>(())
-/// ```
-///
-/// A guard list that repeats an aspect kind, or names one without an implementation, does
-/// not compile in a `static`:
-///
-/// ```compile_fail
-/// use resilience_runtime::{Guard, PlanCache};
-///
-/// static TWICE: PlanCache = PlanCache::new(&[Guard::bulkhead("a"), Guard::bulkhead("b")]);
-/// ```
-pub struct PlanCache {
-    guards: &'static [Guard<'static>],
-    cached: ArcSwapOption<Plan>,
-}
-
-impl PlanCache {
-    /// An empty cache for the call site guarded by `guards`, for a `static`.
-    ///
-    /// # Panics
-    ///
-    /// If `guards` repeats an aspect kind or names one without an implementation. In a
-    /// `static` (its intended use) this is a compile-time error, not a run-time panic; use
-    /// [`Registry::plan`] to check a list built at run time.
-    pub const fn new(guards: &'static [Guard<'static>]) -> Self {
-        match GuardListError::check(guards) {
-            Some(GuardListError::Repeated(_)) => {
-                panic!("a guard list repeats an aspect kind; a call takes each aspect once")
-            }
-            Some(GuardListError::Unimplemented(_)) => {
-                panic!("a guard list names an aspect kind that has no implementation yet")
-            }
-            None => PlanCache {
-                guards,
-                cached: ArcSwapOption::const_empty(),
-            },
-        }
-    }
-
-    /// The guards of this call site, as written.
-    pub fn guards(&self) -> &'static [Guard<'static>] {
-        self.guards
-    }
-
-    /// The plan in `registry`, from the cache if it is current, borrowed for a short call.
-    ///
-    /// The handle borrows the cached plan through `arc-swap` without touching its reference
-    /// count, using one of a few borrowing slots the thread shares with every `ArcSwap` in the
-    /// process: hold it for a call that does not await (the macros use it for sync
-    /// functions), and use [`get_arc`](Self::get_arc) to hold a plan across `.await` or keep
-    /// it. A plan replaced meanwhile lives until its last handle is dropped.
-    pub fn get(&self, registry: &Registry) -> CachedPlan {
-        let generation = registry.generation();
-        let cached = self.cached.load();
-        if cached
-            .as_ref()
-            .is_some_and(|plan| plan.generation == generation)
-        {
-            return CachedPlan(Cached::Loaded(cached));
-        }
-        drop(cached);
-        CachedPlan(Cached::Built(self.rebuild(registry)))
-    }
-
-    /// The plan in `registry`, from the cache if it is current, as an `Arc` of its own: for a
-    /// call that awaits (the macros use it for async functions), or to keep.
-    pub fn get_arc(&self, registry: &Registry) -> Arc<Plan> {
-        let generation = registry.generation();
-        match self.cached.load_full() {
-            Some(plan) if plan.generation == generation => plan,
-            _ => self.rebuild(registry),
-        }
-    }
-
-    #[cold]
-    fn rebuild(&self, registry: &Registry) -> Arc<Plan> {
-        let plan = Arc::new(registry.resolve_plan(self.guards));
-        self.cached.store(Some(Arc::clone(&plan)));
-        plan
-    }
-}
-
-/// A [`Plan`] borrowed from a [`PlanCache`] for one short call (see [`PlanCache::get`]):
-/// dereferences to the plan; [`into_arc`](Self::into_arc) turns it into an `Arc` to keep.
-pub struct CachedPlan(Cached);
-
-impl CachedPlan {
-    /// The plan as an `Arc` of its own, to hold across `.await` or keep.
-    pub fn into_arc(self) -> Arc<Plan> {
-        match self.0 {
-            Cached::Loaded(guard) => match arc_swap::Guard::into_inner(guard) {
-                Some(plan) => plan,
-                None => unreachable!("a loaded plan is present"),
-            },
-            Cached::Built(plan) => plan,
-        }
-    }
-}
-
-enum Cached {
-    /// Borrowed from the cache through `arc-swap` (no reference count touched in the common
-    /// case); always `Some`.
-    Loaded(arc_swap::Guard<Option<Arc<Plan>>>),
-    /// Built by this call.
-    Built(Arc<Plan>),
-}
-
-impl std::ops::Deref for CachedPlan {
-    type Target = Plan;
-
-    #[inline]
-    fn deref(&self) -> &Plan {
-        match &self.0 {
-            Cached::Loaded(guard) => match &**guard {
-                Some(plan) => plan,
-                None => unreachable!("a loaded plan is present"),
-            },
-            Cached::Built(plan) => plan,
-        }
-    }
-}
-
-impl fmt::Debug for CachedPlan {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&**self, f)
-    }
-}
-
-impl fmt::Debug for PlanCache {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PlanCache")
-            .field("guards", &self.guards)
-            .field("cached", &*self.cached.load())
             .finish()
     }
 }

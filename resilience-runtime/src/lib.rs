@@ -14,6 +14,7 @@ pub mod circuit_breaker;
 mod clock;
 mod error;
 mod name;
+mod plan_cache;
 mod registry;
 mod sync;
 mod timer;
@@ -24,7 +25,7 @@ pub use bulkhead::{
 };
 pub use call::Entered;
 pub use call_site::{CallSite, UnconfiguredGuard, Validation};
-pub use chain::{CachedPlan, CallOutcome, Guard, Plan, PlanCache, ReentrancyPolicy};
+pub use chain::{CallOutcome, Guard, Plan, ReentrancyPolicy};
 pub use circuit_breaker::{
     CircuitBreaker, CircuitBreakerConfig, CircuitBreakerConfigBuilder, CircuitBreakerEvent,
     CircuitBreakerMetrics, CircuitPermit, CircuitState, OpenStateBackoff, SlidingWindow,
@@ -33,6 +34,7 @@ pub use circuit_breaker::{
 pub use clock::{Clock, ManualClock};
 pub use error::{ConfigError, Rejected};
 pub use name::Name;
+pub use plan_cache::{CachedPlan, PlanCache};
 pub use registry::Registry;
 
 /// A process-wide unique id for a guard instance, used to recognise re-entry.
@@ -52,6 +54,7 @@ pub mod __private {
     pub use crate::call_site::{CallSite, CallSiteEntry};
     pub use crate::chain::{CallOutcome, Guard, Plan};
     pub use crate::error::Rejected;
+    pub use crate::plan_cache::SitePlan;
     pub use inventory;
 
     /// How a guarded function's `Result` counts for its breaker: `Ok` is a success; an `Err`
