@@ -3,7 +3,6 @@
 
 use std::fmt;
 use std::future::Future;
-use std::mem;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
@@ -378,7 +377,11 @@ impl Plan {
     /// [`enter_async`](Plan::enter_async), writing the permits into `held`.
     #[inline]
     pub(crate) fn enter_async_into<'c, 'a>(&'a self, held: &'c mut Held<'a>) -> EnterAsync<'c, 'a> {
-        EnterAsync(EnterState::Start { plan: self, held })
+        EnterAsync {
+            plan: self,
+            held: Some(held),
+            wait: None,
+        }
     }
 
     /// Acquires the guards from `steps[from]` on into `held`. With `Bulkheads::Stop`, returns
@@ -420,6 +423,14 @@ impl Plan {
             }
         }
         Ok(None)
+    }
+
+    /// [`enter_waiting`](Self::enter_waiting), boxed: only a call that waits pays for its
+    /// state (a queue place and a timer).
+    #[cold]
+    #[inline(never)]
+    fn wait_from<'c, 'a>(&'a self, from: usize, held: &'c mut Held<'a>) -> Waiting<'c> {
+        Box::pin(self.enter_waiting(from, held))
     }
 
     /// The rest of an asynchronous entry from the bulkhead `steps[from]`, which had no free
@@ -466,43 +477,38 @@ impl Plan {
 /// then does it box the wait (a queue place and a timer) and poll that. Calls that never wait
 /// (the common case) pay for no nested state machine, and the future of every guarded call
 /// stays small.
-pub(crate) struct EnterAsync<'c, 'a>(EnterState<'c, 'a>);
-
-enum EnterState<'c, 'a> {
-    /// Not polled yet.
-    Start {
-        plan: &'a Plan,
-        held: &'c mut Held<'a>,
-    },
-    /// Waiting for a bulkhead's permit, then acquiring the guards after it.
-    Waiting(Pin<Box<dyn Future<Output = Result<(), Rejected>> + Send + 'c>>),
-    /// Ready was returned.
-    Done,
+pub(crate) struct EnterAsync<'c, 'a> {
+    plan: &'a Plan,
+    /// Where the permits go; taken by the first poll.
+    held: Option<&'c mut Held<'a>>,
+    /// The wait for a bulkhead's permit, then for the guards after it.
+    wait: Option<Waiting<'c>>,
 }
+
+/// The boxed wait of an asynchronous entry (see [`Plan::enter_waiting`]).
+type Waiting<'c> = Pin<Box<dyn Future<Output = Result<(), Rejected>> + Send + 'c>>;
 
 impl Future for EnterAsync<'_, '_> {
     type Output = Result<(), Rejected>;
 
-    #[inline]
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let state = &mut self.0;
-        if let EnterState::Start { .. } = state {
-            let EnterState::Start { plan, held } = mem::replace(state, EnterState::Done) else {
-                unreachable!("matched above");
-            };
-            match plan.enter_from(0, held, Bulkheads::Stop) {
+    // Inlined into the guarded call's own future, whose first poll it is: the state is read
+    // field by field, in registers, not reloaded wide from the stores that just wrote it (a
+    // store-forwarding stall perf showed here).
+    #[inline(always)]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if let Some(held) = this.held.take() {
+            match this.plan.enter_from(0, held, Bulkheads::Stop) {
                 Ok(None) => return Poll::Ready(Ok(())),
                 Err(rejected) => return Poll::Ready(Err(rejected)),
-                Ok(Some(step)) => {
-                    *state = EnterState::Waiting(Box::pin(plan.enter_waiting(step, held)))
-                }
+                Ok(Some(step)) => this.wait = Some(this.plan.wait_from(step, held)),
             }
         }
-        let EnterState::Waiting(wait) = state else {
+        let Some(wait) = &mut this.wait else {
             panic!("a guarded call's entry was polled after it completed");
         };
         let entered = ready!(wait.as_mut().poll(cx));
-        *state = EnterState::Done;
+        this.wait = None;
         Poll::Ready(entered)
     }
 }
