@@ -99,6 +99,7 @@ impl Registry {
     }
 
     /// The process-wide registry the attribute macros use, built on first use.
+    #[inline]
     pub fn global() -> &'static Registry {
         &GLOBAL
     }
@@ -110,6 +111,7 @@ impl Registry {
 
     /// A number that changes whenever the configuration or the precedence of this registry
     /// changes, and that no other registry ever shows.
+    #[inline]
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
     }
