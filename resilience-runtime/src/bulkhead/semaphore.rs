@@ -595,6 +595,84 @@ mod tests {
         assert_eq!(semaphore.available(), 1);
     }
 
+    /// A shrink lands between a release's `fetch_add` and its taking the lock: the freed
+    /// permit pays the surplus, and the late half of the release hands nothing over.
+    #[test]
+    fn a_shrink_between_the_halves_of_a_release_takes_the_freed_permit() {
+        for fair in [true, false] {
+            let semaphore = Semaphore::new(2, fair);
+            assert!(semaphore.try_acquire() && semaphore.try_acquire());
+            let waiter = queue(&semaphore);
+            assert!(semaphore.free_permit(), "the release sees a waiter");
+            assert!(semaphore.reconfigure(1, fair).is_empty(), "nobody to wake");
+            assert_eq!(semaphore.available(), 0);
+            semaphore.release_to_waiters();
+            assert!(!poll(&semaphore, waiter), "nothing was handed over");
+            assert_eq!(semaphore.waiters(), (1, 1));
+            semaphore.release();
+            assert!(poll(&semaphore, waiter));
+            semaphore.release();
+            assert_eq!(semaphore.available(), 1);
+            assert!(!semaphore.has_waiters_bit());
+        }
+    }
+
+    /// A grow in the same window hands out the freed permit along with its own, in order; the
+    /// late half of the release then finds nothing left to hand over.
+    #[test]
+    fn a_grow_between_the_halves_of_a_release_serves_the_queue_in_order() {
+        let semaphore = Semaphore::new(1, true);
+        assert!(semaphore.try_acquire());
+        let first = queue(&semaphore);
+        let second = queue(&semaphore);
+        let third = queue(&semaphore);
+        assert!(semaphore.free_permit());
+        assert_eq!(semaphore.reconfigure(2, true).len(), 2, "two hand-overs");
+        semaphore.release_to_waiters();
+        assert!(poll(&semaphore, first) && poll(&semaphore, second));
+        assert!(!poll(&semaphore, third));
+        assert_eq!((semaphore.available(), semaphore.waiters()), (0, (1, 1)));
+        semaphore.release();
+        assert!(poll(&semaphore, third));
+        semaphore.release();
+        semaphore.release();
+        assert_eq!(semaphore.available(), 2);
+        assert!(!semaphore.has_waiters_bit());
+    }
+
+    /// The same limit and fairness leave a permit on its way to the queue to its release.
+    #[test]
+    fn an_unchanged_reconfiguration_does_nothing() {
+        let semaphore = Semaphore::new(1, true);
+        assert!(semaphore.try_acquire());
+        let waiter = queue(&semaphore);
+        assert!(semaphore.free_permit());
+        assert!(semaphore.reconfigure(1, true).is_empty());
+        assert_eq!(semaphore.waiters(), (1, 1), "still queued");
+        assert_eq!(semaphore.available(), 1);
+        semaphore.release_to_waiters();
+        assert!(poll(&semaphore, waiter));
+        semaphore.release();
+        assert_eq!(semaphore.available(), 1);
+    }
+
+    #[test]
+    fn counts_give_the_permits_held_through_a_surplus() {
+        let semaphore = Semaphore::new(5, false);
+        for _ in 0..4 {
+            assert!(semaphore.try_acquire());
+        }
+        semaphore.reconfigure(1, false);
+        let counts = semaphore.counts();
+        assert_eq!((counts.available, counts.held, counts.permitted), (0, 4, 4));
+        semaphore.release();
+        assert_eq!(semaphore.counts().held, 3);
+        assert_eq!(
+            format!("{semaphore:?}"),
+            "Semaphore { available: 0, max: 1, fair: false, has_waiters: false }"
+        );
+    }
+
     #[test]
     fn the_largest_bulkhead_keeps_its_fields_apart() {
         let semaphore = Semaphore::new(MAX_CONCURRENT_CALLS_LIMIT, true);
