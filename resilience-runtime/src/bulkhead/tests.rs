@@ -1199,6 +1199,8 @@ enum Step {
     Cancel(usize),
     /// Drop held permit `i`.
     Release(usize),
+    /// Reconfigure to this limit, toggling the fairness if `true`.
+    Reconfigure(u32, bool),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -1208,6 +1210,8 @@ fn step() -> impl Strategy<Value = Step> {
         3 => any::<usize>().prop_map(Step::Poll),
         1 => any::<usize>().prop_map(Step::Cancel),
         3 => any::<usize>().prop_map(Step::Release),
+        1 => (1u32..=4, proptest::bool::weighted(0.3))
+            .prop_map(|(max, toggle)| Step::Reconfigure(max, toggle)),
     ]
 }
 
@@ -1218,12 +1222,18 @@ enum Stand {
     Granted,
 }
 
-/// The reference: a counter of free permits and a FIFO of waiter ids.
+/// The reference: a counter of free permits (negative while a shrink's surplus of held
+/// permits is outstanding), a FIFO of waiter ids, and plain counters.
 struct Model {
     fair: bool,
-    free: u32,
+    max: u32,
+    free: i64,
     queue: VecDeque<u32>,
     stands: std::collections::HashMap<u32, Stand>,
+    permitted: u64,
+    rejected: u64,
+    /// Permits released by the calls that held them.
+    finished: u64,
 }
 
 impl Model {
@@ -1231,8 +1241,39 @@ impl Model {
         self.free > 0 && (!self.fair || self.queue.is_empty())
     }
 
+    /// Free permits as the bulkhead reports them.
+    fn available(&self) -> u32 {
+        u32::try_from(self.free.max(0)).unwrap()
+    }
+
+    /// Permits handed to waiters that have not picked them up yet.
+    fn granted(&self) -> u64 {
+        self.stands
+            .values()
+            .filter(|s| **s == Stand::Granted)
+            .count() as u64
+    }
+
+    /// The new limit counts the permits held; a grow serves the queue as releases would, and
+    /// under fair handling (newly turned on, too) no permit stays free while someone waits.
+    fn reconfigure(&mut self, max: u32, fair: bool) {
+        let before = self.available();
+        self.free += i64::from(max) - i64::from(self.max);
+        self.max = max;
+        self.fair = fair;
+        if fair {
+            while self.free > 0 && !self.queue.is_empty() {
+                self.wake_next();
+            }
+        } else {
+            for _ in 0..self.available().saturating_sub(before) {
+                self.wake_next();
+            }
+        }
+    }
+
     fn wake_next(&mut self) {
-        if self.free == 0 {
+        if self.free <= 0 {
             return;
         }
         if let Some(head) = self.queue.pop_front() {
@@ -1254,7 +1295,9 @@ impl Model {
     fn poll(&mut self, id: u32) -> bool {
         match self.stands[&id] {
             Stand::Granted => true,
-            Stand::Notified if self.free > 0 => {
+            // Out of the queue, it competes as a newcomer does (it can meet a queue under fair
+            // handling turned on after it was woken).
+            Stand::Notified if self.newcomer_may_take() => {
                 self.free -= 1;
                 true
             }
@@ -1280,9 +1323,13 @@ fn check_against_model(fair: bool, max: u32, steps: &[Step]) -> Result<(), TestC
     let bulkhead = bulkhead(max, Duration::MAX, fair);
     let mut model = Model {
         fair,
-        free: max,
+        max,
+        free: i64::from(max),
         queue: VecDeque::new(),
         stands: Default::default(),
+        permitted: 0,
+        rejected: 0,
+        finished: 0,
     };
     let mut held = Vec::new();
     let mut probes: Vec<(u32, Probe<'_>)> = Vec::new();
@@ -1295,7 +1342,10 @@ fn check_against_model(fair: bool, max: u32, steps: &[Step]) -> Result<(), TestC
                 prop_assert_eq!(got.is_ok(), expected, "try_acquire");
                 if let Ok(permit) = got {
                     model.free -= 1;
+                    model.permitted += 1;
                     held.push(permit);
+                } else {
+                    model.rejected += 1;
                 }
             }
             Step::Arrive => {
@@ -1305,6 +1355,7 @@ fn check_against_model(fair: bool, max: u32, steps: &[Step]) -> Result<(), TestC
                     Poll::Ready(Ok(permit)) => {
                         prop_assert!(expected, "admitted a newcomer the model queues");
                         model.free -= 1;
+                        model.permitted += 1;
                         held.push(permit);
                     }
                     Poll::Ready(Err(rejected)) => {
@@ -1329,6 +1380,7 @@ fn check_against_model(fair: bool, max: u32, steps: &[Step]) -> Result<(), TestC
                         prop_assert!(expected, "waiter got a permit the model withholds");
                         prop_assert!(woken, "a waiter able to proceed was never woken");
                         model.stands.remove(&id);
+                        model.permitted += 1;
                         held.push(permit);
                         probes.remove(i);
                     }
@@ -1346,10 +1398,34 @@ fn check_against_model(fair: bool, max: u32, steps: &[Step]) -> Result<(), TestC
             Step::Release(i) if !held.is_empty() => {
                 drop(held.remove(i % held.len()));
                 model.release();
+                model.finished += 1;
+            }
+            Step::Reconfigure(max, toggle) => {
+                let fair = model.fair != *toggle;
+                bulkhead.reconfigure(config(*max, Duration::MAX, fair));
+                model.reconfigure(*max, fair);
             }
             Step::Poll(_) | Step::Cancel(_) | Step::Release(_) => {}
         }
-        prop_assert_eq!(bulkhead.available_concurrent_calls(), model.free);
+        prop_assert_eq!(bulkhead.available_concurrent_calls(), model.available());
+        prop_assert_eq!(bulkhead.max_allowed_concurrent_calls(), model.max);
+        // Free permits and permits held add up to the limit (with any surplus), the held ones
+        // being those of the calls and those handed to waiters.
+        prop_assert_eq!(
+            i64::from(model.max) - model.free,
+            (held.len() as u64 + model.granted()) as i64
+        );
+        let m = bulkhead.metrics();
+        prop_assert_eq!(m.available_concurrent_calls(), model.available());
+        prop_assert_eq!(m.max_allowed_concurrent_calls(), model.max);
+        prop_assert_eq!(m.permitted_calls(), model.permitted);
+        prop_assert_eq!(m.rejected_calls(), model.rejected);
+        // A permit handed over but not picked up is held yet not counted as permitted: the
+        // finished calls lag by those (documented on `BulkheadMetrics`).
+        prop_assert_eq!(
+            m.finished_calls(),
+            model.finished.saturating_sub(model.granted())
+        );
         prop_assert_eq!(waiters(&bulkhead), (probes.len(), model.queue.len()));
         prop_assert_eq!(
             bulkhead.semaphore.has_waiters_bit(),
@@ -1365,8 +1441,9 @@ fn check_against_model(fair: bool, max: u32, steps: &[Step]) -> Result<(), TestC
     }
     drop(probes);
     drop(held);
-    prop_assert_eq!(bulkhead.available_concurrent_calls(), max);
+    prop_assert_eq!(bulkhead.available_concurrent_calls(), model.max);
     prop_assert_eq!(waiters(&bulkhead), (0, 0));
+    prop_assert_eq!(bulkhead.metrics().finished_calls(), model.permitted);
     Ok(())
 }
 
