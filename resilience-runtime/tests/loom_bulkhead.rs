@@ -423,29 +423,28 @@ fn unfair_shrink_then_grow_nets_out() {
     shrink_then_grow_nets_out(false);
 }
 
-/// Fairness changes while the only permit is released to a waiter: whether the release woke
-/// the waiter (unfair) or handed it the permit (fair), and whatever a newcomer does, the waiter
-/// is served and the permit comes back.
+/// Fairness changes just after the only permit is released, with two callers waiting (or
+/// about to): whether the release woke the head (unfair) or handed it the permit (fair), and
+/// however the waiters' polls interleave with the change, both are served and the permit comes
+/// back. Turning fairness on must not leave a permit that was freed for a woken waiter behind
+/// the other waiter's bit.
 fn fairness_toggle_races_a_release(from_fair: bool) {
     check(3, move || {
         let shared = Shared::new(1, from_fair);
         let held = shared.bulkhead.try_acquire().unwrap();
-        let waiter = {
-            let shared = shared.clone();
-            thread::spawn(move || shared.acquire_and_call())
-        };
-        let toggler = {
-            let shared = shared.clone();
-            thread::spawn(move || shared.bulkhead.reconfigure(config(1, !from_fair)))
-        };
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let shared = shared.clone();
+                thread::spawn(move || shared.acquire_and_call())
+            })
+            .collect();
         drop(held);
-        if let Ok(permit) = shared.bulkhead.try_acquire() {
-            shared.call();
-            drop(permit);
+        shared.bulkhead.reconfigure(config(1, !from_fair));
+        for waiter in waiters {
+            waiter.join().unwrap();
         }
-        waiter.join().unwrap();
-        toggler.join().unwrap();
         shared.assert_idle();
+        assert_eq!(shared.bulkhead.metrics().permitted_calls(), 3);
     });
 }
 
