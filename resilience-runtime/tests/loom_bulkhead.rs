@@ -8,7 +8,10 @@
 //!
 //! Each model checks that no more than `max_concurrent_calls` permits are ever held, that all
 //! of them are free again at the end with the counters agreeing, and that no waiter is stranded:
-//! a waiter that is never woken makes `loom::future::block_on` report a deadlock.
+//! a waiter that is never woken makes `loom::future::block_on` report a deadlock. The models of
+//! reconfiguration race a change of the limit or of the fairness with takes, waits and
+//! releases, and check that no permit is lost or created: at the end, the free permits are the
+//! new limit.
 #![cfg(loom)]
 
 use std::future::Future;
@@ -17,7 +20,7 @@ use std::sync::Arc as StdArc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 use resilience_runtime::{Bulkhead, BulkheadConfig, Clock, ManualClock};
@@ -38,23 +41,35 @@ struct Shared {
     inside: AtomicUsize,
 }
 
+/// A configuration that waits forever (no timer under loom).
+fn config(max: u32, fair: bool) -> BulkheadConfig {
+    BulkheadConfig::builder()
+        .max_concurrent_calls(max)
+        .max_wait_duration(Duration::MAX)
+        .fair_call_handling(fair)
+        .build()
+        .unwrap()
+}
+
 impl Shared {
     fn new(max: u32, fair: bool) -> Arc<Self> {
-        let config = BulkheadConfig::builder()
-            .max_concurrent_calls(max)
-            .max_wait_duration(Duration::MAX) // wait forever: no timer under loom
-            .fair_call_handling(fair)
-            .build()
-            .unwrap();
         Arc::new(Shared {
-            bulkhead: Bulkhead::with_clock("loom", config, Clock::from(ManualClock::new())),
+            bulkhead: Bulkhead::with_clock(
+                "loom",
+                config(max, fair),
+                Clock::from(ManualClock::new()),
+            ),
             inside: AtomicUsize::new(0),
         })
     }
 
     /// Runs one admitted call: asserts the bound while "inside".
     fn call(&self) {
-        let max = self.bulkhead.max_allowed_concurrent_calls() as usize;
+        self.call_within(self.bulkhead.max_allowed_concurrent_calls() as usize);
+    }
+
+    /// Runs one admitted call, asserting that at most `max` calls are inside.
+    fn call_within(&self, max: usize) {
         let now = self.inside.fetch_add(1, Ordering::SeqCst) + 1;
         assert!(now <= max, "{now} calls inside a bulkhead of {max}");
         self.inside.fetch_sub(1, Ordering::SeqCst);
@@ -285,4 +300,160 @@ fn fair_two_permits_three_waiters() {
 #[test]
 fn unfair_two_permits_three_waiters() {
     two_permits_three_waiters(false);
+}
+
+// ---------------------------------------------------------------- reconfiguration
+
+/// A shrink from 2 to 1 races a caller waiting for (or taking) the second permit while the
+/// first is held. A call admitted after the shrink returned must find at most one call inside,
+/// the held one counted; at the end the one permit is free.
+fn shrink_races_a_caller(fair: bool) {
+    check(4, move || {
+        let shared = Shared::new(2, fair);
+        let shrunk = Arc::new(AtomicBool::new(false));
+        shared.inside.fetch_add(1, Ordering::SeqCst);
+        let held = shared.bulkhead.try_acquire().unwrap();
+        let caller = {
+            let (shared, shrunk) = (shared.clone(), shrunk.clone());
+            thread::spawn(move || {
+                let after_shrink = shrunk.load(Ordering::SeqCst);
+                let permit = loom::future::block_on(shared.bulkhead.acquire()).unwrap();
+                shared.call_within(if after_shrink { 1 } else { 2 });
+                drop(permit);
+            })
+        };
+        shared.bulkhead.reconfigure(config(1, fair));
+        shrunk.store(true, Ordering::SeqCst);
+        shared.inside.fetch_sub(1, Ordering::SeqCst);
+        drop(held);
+        caller.join().unwrap();
+        shared.assert_idle();
+        assert_eq!(shared.bulkhead.available_concurrent_calls(), 1);
+        assert_eq!(shared.bulkhead.metrics().permitted_calls(), 2);
+    });
+}
+
+#[test]
+fn fair_shrink_races_a_caller() {
+    shrink_races_a_caller(true);
+}
+
+#[test]
+fn unfair_shrink_races_a_caller() {
+    shrink_races_a_caller(false);
+}
+
+/// A grow from 1 to 2 while the only permit is held must serve a waiter by itself: the holder
+/// lets go only after the waiter is through (a waiter left queued is a deadlock). A newcomer
+/// using `try_acquire` races both for the new permit.
+fn grow_serves_a_waiter(fair: bool) {
+    check(3, move || {
+        let shared = Shared::new(1, fair);
+        let held = shared.bulkhead.try_acquire().unwrap();
+        let waiter = {
+            let shared = shared.clone();
+            thread::spawn(move || shared.acquire_and_call())
+        };
+        let newcomer = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                if let Ok(permit) = shared.bulkhead.try_acquire() {
+                    shared.call_within(1);
+                    drop(permit);
+                }
+            })
+        };
+        shared.bulkhead.reconfigure(config(2, fair));
+        waiter.join().unwrap();
+        newcomer.join().unwrap();
+        drop(held);
+        shared.assert_idle();
+        assert_eq!(shared.bulkhead.available_concurrent_calls(), 2);
+    });
+}
+
+#[test]
+fn fair_grow_serves_a_waiter() {
+    grow_serves_a_waiter(true);
+}
+
+#[test]
+fn unfair_grow_serves_a_waiter() {
+    grow_serves_a_waiter(false);
+}
+
+/// A shrink to 1 and a grow to 3 in a row race two callers of a bulkhead of 2: whatever the
+/// surplus when the grow lands, the limit is 3 at the end with all 3 permits free.
+fn shrink_then_grow_nets_out(fair: bool) {
+    check(3, move || {
+        let shared = Shared::new(2, fair);
+        let caller = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                let permit = loom::future::block_on(shared.bulkhead.acquire()).unwrap();
+                shared.call_within(2);
+                drop(permit);
+            })
+        };
+        let reconfigurer = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                shared.bulkhead.reconfigure(config(1, fair));
+                shared.bulkhead.reconfigure(config(3, fair));
+            })
+        };
+        let permit = loom::future::block_on(shared.bulkhead.acquire()).unwrap();
+        shared.call_within(2);
+        drop(permit);
+        caller.join().unwrap();
+        reconfigurer.join().unwrap();
+        shared.assert_idle();
+        assert_eq!(shared.bulkhead.available_concurrent_calls(), 3);
+        assert_eq!(shared.bulkhead.metrics().permitted_calls(), 2);
+    });
+}
+
+#[test]
+fn fair_shrink_then_grow_nets_out() {
+    shrink_then_grow_nets_out(true);
+}
+
+#[test]
+fn unfair_shrink_then_grow_nets_out() {
+    shrink_then_grow_nets_out(false);
+}
+
+/// Fairness changes just after the only permit is released, with two callers waiting (or
+/// about to): whether the release woke the head (unfair) or handed it the permit (fair), and
+/// however the waiters' polls interleave with the change, both are served and the permit comes
+/// back. Turning fairness on must not leave a permit that was freed for a woken waiter behind
+/// the other waiter's bit.
+fn fairness_toggle_races_a_release(from_fair: bool) {
+    check(3, move || {
+        let shared = Shared::new(1, from_fair);
+        let held = shared.bulkhead.try_acquire().unwrap();
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let shared = shared.clone();
+                thread::spawn(move || shared.acquire_and_call())
+            })
+            .collect();
+        drop(held);
+        shared.bulkhead.reconfigure(config(1, !from_fair));
+        for waiter in waiters {
+            waiter.join().unwrap();
+        }
+        shared.assert_idle();
+        assert_eq!(shared.bulkhead.metrics().permitted_calls(), 3);
+    });
+}
+
+#[test]
+fn fairness_turned_on_races_a_release() {
+    fairness_toggle_races_a_release(false);
+}
+
+#[test]
+fn fairness_turned_off_races_a_release() {
+    fairness_toggle_races_a_release(true);
 }

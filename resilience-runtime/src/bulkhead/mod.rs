@@ -3,6 +3,11 @@
 //! [`Bulkhead`] is the guard, [`BulkheadPermit`] the RAII permit of one admitted call,
 //! [`BulkheadMetrics`] a snapshot of its counters. The permit accounting lives in
 //! `semaphore.rs` (one atomic word, a locked wait queue), the queue in `wait_list.rs`.
+//!
+//! A bulkhead lives as long as its owner (the registry) and is reconfigured in place
+//! ([`Bulkhead::reconfigure`]): references to it, its permits and its waiters stay valid, and
+//! the limit it enforces is always the one configured last, never the sum of an old and a new
+//! instance's.
 
 mod config;
 mod semaphore;
@@ -22,6 +27,7 @@ use std::time::{Duration, Instant};
 use crate::clock::Clock;
 use crate::error::Rejected;
 use crate::name::Name;
+use crate::sync::{lock, AtomicU64, Mutex, Ordering};
 
 use semaphore::{Semaphore, Waking};
 use wait_list::{Key, Wake};
@@ -40,6 +46,10 @@ use wait_list::{Key, Wake};
 ///
 /// Cancellation: a waiting caller that gives up (timed out, or its `acquire` future dropped)
 /// leaves the queue at once, and a permit it had already been handed goes to the next waiter.
+///
+/// Reconfiguration: [`reconfigure`](Self::reconfigure) changes the limit, the wait and the
+/// fairness of this instance in place, while calls hold permits and callers wait; permits held
+/// count against the new limit, and the counters carry on.
 ///
 /// Taking a free permit costs one compare-and-swap on one atomic word and releasing it one
 /// atomic add; neither allocates nor locks.
@@ -79,9 +89,12 @@ use wait_list::{Key, Wake};
 pub struct Bulkhead {
     name: Name,
     id: u64,
-    config: BulkheadConfig,
+    /// The configuration in force. Its lock also orders a reconfiguration with the readings
+    /// that combine the limit and the free permits ([`metrics`](Self::metrics)).
+    config: Mutex<BulkheadConfig>,
     clock: Clock,
-    wait: Wait,
+    /// The [`Wait`] of the configuration, encoded by [`Wait::to_nanos`].
+    wait: AtomicU64,
     semaphore: Semaphore,
 }
 
@@ -97,15 +110,34 @@ enum Wait {
 }
 
 impl Wait {
-    /// A zero wait rejects at once; a wait longer than the clock can count in nanoseconds
-    /// (some 584 years, e.g. `Duration::MAX`) waits forever.
+    /// A zero wait rejects at once; a wait as long as the clock can count in nanoseconds or
+    /// longer (some 584 years, e.g. `Duration::MAX`) waits forever.
     fn from_config(wait: Duration) -> Self {
         if wait.is_zero() {
             Wait::Reject
-        } else if wait.as_nanos() > u128::from(u64::MAX) {
+        } else if wait.as_nanos() >= u128::from(u64::MAX) {
             Wait::Forever
         } else {
             Wait::For(wait)
+        }
+    }
+
+    /// The wait in one word: 0 rejects, `u64::MAX` waits forever, anything else is the wait
+    /// in nanoseconds.
+    fn to_nanos(self) -> u64 {
+        match self {
+            Wait::Reject => 0,
+            // Below u64::MAX nanoseconds (`from_config`): lossless.
+            Wait::For(wait) => wait.as_nanos() as u64,
+            Wait::Forever => u64::MAX,
+        }
+    }
+
+    fn from_nanos(nanos: u64) -> Self {
+        match nanos {
+            0 => Wait::Reject,
+            u64::MAX => Wait::Forever,
+            nanos => Wait::For(Duration::from_nanos(nanos)),
         }
     }
 }
@@ -125,9 +157,9 @@ impl Bulkhead {
         Bulkhead {
             name: name.into(),
             id: crate::next_instance_id(),
-            wait: Wait::from_config(config.max_wait_duration()),
+            wait: AtomicU64::new(Wait::from_config(config.max_wait_duration()).to_nanos()),
             semaphore: Semaphore::new(config.max_concurrent_calls(), config.fair_call_handling()),
-            config,
+            config: Mutex::new(config),
             clock,
         }
     }
@@ -137,9 +169,75 @@ impl Bulkhead {
         &self.name
     }
 
-    /// The configuration in force.
-    pub fn config(&self) -> &BulkheadConfig {
-        &self.config
+    /// The configuration in force (a copy: [`reconfigure`](Self::reconfigure) may change it).
+    pub fn config(&self) -> BulkheadConfig {
+        lock(&self.config).clone()
+    }
+
+    /// Changes the configuration of this bulkhead in place (Resilience4j's
+    /// `Bulkhead.changeConfig`): the instance, its permits, its waiters and its counters stay.
+    ///
+    /// - `max_concurrent_calls` takes effect at once. Permits already held stay held and count
+    ///   against the new limit: after shrinking from 10 to 4 with 7 calls in flight, no call is
+    ///   admitted until at most 3 remain in flight (the first 3 releases free no permit). A grow
+    ///   frees the extra permits at once and serves waiters with them as releases would: in
+    ///   queue order under fair call handling, by waking them under unfair.
+    /// - `max_wait_duration` applies to callers that start waiting from now on; a caller
+    ///   already waiting keeps its deadline.
+    /// - `fair_call_handling` applies from now on; waiters already queued stay queued and are
+    ///   served.
+    /// - The counters ([`metrics`](Self::metrics)) are not reset.
+    ///
+    /// Reconfiguring with a configuration equal to the one in force does nothing. Taking and
+    /// releasing permits stay lock-free while a reconfiguration runs.
+    ///
+    /// ```
+    /// use resilience_runtime::{Bulkhead, BulkheadConfig};
+    ///
+    /// let limit = |calls| BulkheadConfig::builder().max_concurrent_calls(calls).build();
+    /// let bulkhead = Bulkhead::new("inventory", limit(3)?);
+    /// let mut held: Vec<_> = (0..3).map(|_| bulkhead.try_acquire()).collect::<Result<_, _>>()?;
+    ///
+    /// // Shrink to 1 with 3 calls in flight: the first two releases free no permit.
+    /// bulkhead.reconfigure(limit(1)?);
+    /// assert_eq!(bulkhead.max_allowed_concurrent_calls(), 1);
+    /// assert_eq!(bulkhead.available_concurrent_calls(), 0);
+    /// held.truncate(1);
+    /// assert!(bulkhead.try_acquire().is_err());
+    /// held.clear();
+    /// assert_eq!(bulkhead.available_concurrent_calls(), 1);
+    ///
+    /// // Grow to 2: the extra permit is free at once.
+    /// let _one = bulkhead.try_acquire()?;
+    /// bulkhead.reconfigure(limit(2)?);
+    /// let _two = bulkhead.try_acquire()?;
+    /// assert_eq!(bulkhead.metrics().permitted_calls(), 5);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reconfigure(&self, config: BulkheadConfig) {
+        let mut current = lock(&self.config);
+        if *current == config {
+            return;
+        }
+        // Read once by each caller when it starts waiting: a waiter keeps its deadline.
+        self.wait.store(
+            Wait::from_config(config.max_wait_duration()).to_nanos(),
+            Ordering::Relaxed,
+        );
+        let wakes = self
+            .semaphore
+            .reconfigure(config.max_concurrent_calls(), config.fair_call_handling());
+        *current = config;
+        drop(current);
+        for wake in wakes {
+            wake.wake();
+        }
+    }
+
+    /// How long a caller who finds no free permit waits, as configured now.
+    #[inline]
+    fn wait(&self) -> Wait {
+        Wait::from_nanos(self.wait.load(Ordering::Relaxed))
     }
 
     /// The process-wide unique id of this instance, for the re-entrancy record of a call chain.
@@ -159,15 +257,18 @@ impl Bulkhead {
 
     /// A snapshot of the counters.
     pub fn metrics(&self) -> BulkheadMetrics {
+        // The config lock keeps a reconfiguration from changing the limit between the two
+        // readings that give the permits held.
+        let config = lock(&self.config);
         let counts = self.semaphore.counts();
         let max = self.semaphore.max();
-        let in_flight = u64::from(max.saturating_sub(counts.available));
+        drop(config);
         BulkheadMetrics {
             available_concurrent_calls: counts.available,
             max_allowed_concurrent_calls: max,
             permitted_calls: counts.permitted,
             rejected_calls: counts.rejected,
-            finished_calls: counts.permitted.saturating_sub(in_flight),
+            finished_calls: counts.permitted.saturating_sub(counts.held),
         }
     }
 
@@ -198,7 +299,7 @@ impl Bulkhead {
     /// Whether a caller who finds no free permit waits for one (`max_wait_duration` above zero).
     #[inline]
     pub(crate) fn waits(&self) -> bool {
-        self.wait != Wait::Reject
+        self.wait.load(Ordering::Relaxed) != 0
     }
 
     /// Takes a permit, blocking the current thread up to `max_wait_duration` until one is
@@ -211,7 +312,7 @@ impl Bulkhead {
         if self.semaphore.try_acquire() {
             return Ok(self.permit());
         }
-        let wait = match self.wait {
+        let wait = match self.wait() {
             Wait::Reject => return Err(self.reject(Duration::ZERO)),
             wait => wait,
         };
@@ -285,7 +386,7 @@ impl Bulkhead {
         if self.semaphore.try_acquire() {
             return Ok(self.permit());
         }
-        let wait = match self.wait {
+        let wait = match self.wait() {
             Wait::Reject => return Err(self.reject(Duration::ZERO)),
             wait => wait,
         };
@@ -333,7 +434,7 @@ impl fmt::Debug for Bulkhead {
                 "available_concurrent_calls",
                 &self.available_concurrent_calls(),
             )
-            .field("config", &self.config)
+            .field("config", &*lock(&self.config))
             .field("clock", &self.clock)
             .finish_non_exhaustive()
     }

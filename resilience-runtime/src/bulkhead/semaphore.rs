@@ -4,12 +4,16 @@
 //! # The state word
 //!
 //! ```text
-//!  63                        25 24                1   0
-//! [ permitted calls (39 bits) | free permits (24) | HAS_WAITERS ]
+//!  63                        26 25                1   0
+//! [ permitted calls (38 bits) | free permits (25) | HAS_WAITERS ]
 //! ```
 //!
+//! - The free-permit field holds the free permits plus a bias of 2^24 - 1
+//!   (`MAX_CONCURRENT_CALLS_LIMIT`): the free permits are `max` minus the permits held, and go
+//!   negative after a shrink (see "Reconfiguration"). A permit is free for the taking only while
+//!   the field is above the bias.
 //! - Taking a free permit is one compare-and-swap that also counts the permitted call, so the
-//!   counter costs nothing on the hot path. The counter wraps every 2^39 calls; each wrap is
+//!   counter costs nothing on the hot path. The counter wraps every 2^38 calls; each wrap is
 //!   recorded in `permitted_wraps` by the caller whose swap wrapped it.
 //! - Releasing a permit is one `fetch_add`; only when `HAS_WAITERS` was set does the release
 //!   take the queue lock to wake (or, under fair handling, hand the permit to) a waiter.
@@ -34,6 +38,36 @@
 //! retries passes the notification on. Invariant: while the queue is non-empty, the free
 //! permits are at most the notified waiters plus the releases on their way to notify one, so
 //! whenever a permit is free and someone waits, some waiter is awake to take it.
+//!
+//! # Reconfiguration
+//!
+//! The limit and the fairness change in place, under the queue lock (so a reconfiguration is
+//! ordered with every hand-over and every caller queuing itself). Invariant, at every instant:
+//! **free permits = `max` − permits held**, a held permit being one taken by a call or handed to
+//! a waiter that has not picked it up yet. The state word does not hold `max`; a
+//! reconfiguration stores the new `max` and adds the difference to the free-permit field in
+//! one atomic step, so a take or a release racing with it sees the field before or after the
+//! change, never half of it.
+//!
+//! - A shrink subtracts the difference. With more permits held than the new limit the field
+//!   goes negative: the surplus. Nobody takes a permit until it is paid off (the field must be
+//!   above the bias), and each release pays one unit with its usual `fetch_add` — the hot path
+//!   neither reads nor writes anything else. A release's late half (under the lock) then finds
+//!   no free permit and hands nothing over.
+//! - A grow adds the difference, paying off any surplus first (it is the same field), then
+//!   serves the queue as the releases of the permits it freed would: fair, hands free permits
+//!   to the head while any is free; unfair, wakes one waiter per permit it made free.
+//! - Turning fairness on hands every free permit to the queue at once, which restores the fair
+//!   invariant (a free permit with the bit set may have been left for a notified waiter or a
+//!   barging newcomer). Waiters already handed a permit or notified keep it. Turning it off
+//!   needs nothing: the fair invariant implies the unfair one.
+//! - The hot path reads the fairness (`newcomers_blocked_by`) with a relaxed load and may miss
+//!   a change made at that instant: a newcomer barges once into a fair queue (the late release
+//!   then finds no free permit, as after any newcomer that wins the permit), or is turned away
+//!   once by an unfair one (a caller that may wait re-reads it under the lock before queuing).
+//!   Neither loses a permit or a wake-up.
+//! - `max` and the free permits are two words: the counts that combine them (permits held)
+//!   are read with reconfigurations excluded, by the caller's lock.
 
 use std::fmt;
 use std::task::Waker;
@@ -44,21 +78,36 @@ use crate::sync::{lock, AtomicU64, Mutex, Ordering};
 
 const HAS_WAITERS: u64 = 1;
 const PERMIT_SHIFT: u32 = 1;
-const PERMIT_BITS: u32 = 24;
+const PERMIT_BITS: u32 = 25;
 const PERMIT_UNIT: u64 = 1 << PERMIT_SHIFT;
 const PERMIT_MASK: u64 = ((1 << PERMIT_BITS) - 1) << PERMIT_SHIFT;
+/// Added to the free permits in their field, so that the field stays positive while a shrink
+/// leaves more permits held than the limit (free permits down to `1 - MAX_CONCURRENT_CALLS_LIMIT`).
+const PERMIT_BIAS: u64 = MAX_CONCURRENT_CALLS_LIMIT as u64;
+/// The permit field (in place) when no permit is free: a newcomer takes one only above it.
+const NONE_FREE: u64 = PERMIT_BIAS << PERMIT_SHIFT;
 const COUNT_SHIFT: u32 = PERMIT_SHIFT + PERMIT_BITS;
 const COUNT_UNIT: u64 = 1 << COUNT_SHIFT;
 /// The counter field with every bit set: the next permitted call wraps it to zero.
-const COUNT_FIELD_MAX: u64 = u64::MAX >> COUNT_SHIFT;
+pub(super) const COUNT_FIELD_MAX: u64 = u64::MAX >> COUNT_SHIFT;
 /// Added to the state word to take one permit and count one permitted call.
 const TAKE: u64 = COUNT_UNIT - PERMIT_UNIT;
 
-const _: () = assert!(MAX_CONCURRENT_CALLS_LIMIT as u64 == PERMIT_MASK >> PERMIT_SHIFT);
+// The field holds every value from `1 - LIMIT` (a bulkhead of LIMIT shrunk to 1 with all its
+// permits held) to `LIMIT` free permits: biased, 1 ..= 2 * LIMIT.
+const _: () = assert!(2 * PERMIT_BIAS <= PERMIT_MASK >> PERMIT_SHIFT);
 
-fn permits(state: u64) -> u32 {
-    // The field is 24 bits wide, so the cast is lossless.
-    ((state & PERMIT_MASK) >> PERMIT_SHIFT) as u32
+/// The free permits: the limit minus the permits held, negative while a shrink's surplus of
+/// held permits is being returned.
+fn free(state: u64) -> i64 {
+    // The field is 25 bits wide and the bias 24 bits: both casts are lossless.
+    ((state & PERMIT_MASK) >> PERMIT_SHIFT) as i64 - PERMIT_BIAS as i64
+}
+
+/// The free permits a caller may take: none while the surplus of a shrink is outstanding.
+fn available(state: u64) -> u32 {
+    // At most `MAX_CONCURRENT_CALLS_LIMIT`: lossless.
+    free(state).max(0) as u32
 }
 
 /// How a waiter that polls again can be woken next time.
@@ -86,17 +135,30 @@ pub(super) struct Semaphore {
     permitted_wraps: AtomicU64,
     rejected: AtomicU64,
     waiters: Mutex<WaitList>,
-    /// `HAS_WAITERS` under fair handling (a queued waiter blocks newcomers), else 0.
-    newcomers_blocked_by: u64,
-    max: u32,
+    /// `HAS_WAITERS` under fair handling (a queued waiter blocks newcomers), else 0. Written
+    /// only under the queue lock.
+    newcomers_blocked_by: AtomicU64,
+    /// `max_concurrent_calls`. Written only under the queue lock.
+    max: AtomicU64,
 }
 
 /// A consistent reading of the semaphore's counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Counts {
     pub(super) available: u32,
+    /// Permits held: by admitted calls, and handed to waiters that have not taken them yet.
+    pub(super) held: u64,
     pub(super) permitted: u64,
     pub(super) rejected: u64,
+}
+
+/// `newcomers_blocked_by` for a fairness setting.
+fn blocked_by(fair: bool) -> u64 {
+    if fair {
+        HAS_WAITERS
+    } else {
+        0
+    }
 }
 
 impl Semaphore {
@@ -107,40 +169,45 @@ impl Semaphore {
             "the bulkhead config validates max_concurrent_calls"
         );
         Semaphore {
-            state: AtomicU64::new(u64::from(max) << PERMIT_SHIFT),
+            state: AtomicU64::new((PERMIT_BIAS + u64::from(max)) << PERMIT_SHIFT),
             permitted_wraps: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
             waiters: Mutex::new(WaitList::new()),
-            newcomers_blocked_by: if fair { HAS_WAITERS } else { 0 },
-            max,
+            newcomers_blocked_by: AtomicU64::new(blocked_by(fair)),
+            max: AtomicU64::new(u64::from(max)),
         }
     }
 
     pub(super) fn max(&self) -> u32 {
-        self.max
+        // Only ever set from a `u32`.
+        self.max.load(Ordering::Relaxed) as u32
     }
 
+    /// Under fair handling? Exact under the queue lock; elsewhere it may lag a change.
     pub(super) fn is_fair(&self) -> bool {
-        self.newcomers_blocked_by != 0
+        self.newcomers_blocked_by.load(Ordering::Relaxed) != 0
     }
 
-    /// Free permits now.
+    /// Free permits now (zero while a shrink's surplus is outstanding).
     pub(super) fn available(&self) -> u32 {
-        permits(self.state.load(Ordering::Relaxed))
+        available(self.state.load(Ordering::Relaxed))
     }
 
-    /// Whether a caller arriving now could take a permit in this state.
+    /// Whether a caller arriving now could take a permit in this state, `blocked_by` being
+    /// `newcomers_blocked_by`.
     #[inline]
-    fn can_take(&self, state: u64) -> bool {
-        state & PERMIT_MASK != 0 && state & self.newcomers_blocked_by == 0
+    fn can_take(state: u64, blocked_by: u64) -> bool {
+        state & PERMIT_MASK > NONE_FREE && state & blocked_by == 0
     }
 
     /// Takes a free permit if a newcomer may: one compare-and-swap, no lock.
     #[inline]
     pub(super) fn try_acquire(&self) -> bool {
+        // A fairness change racing with this call may not be seen yet: see "Reconfiguration".
+        let blocked_by = self.newcomers_blocked_by.load(Ordering::Relaxed);
         let mut state = self.state.load(Ordering::Relaxed);
         loop {
-            if !self.can_take(state) {
+            if !Self::can_take(state, blocked_by) {
                 return false;
             }
             match self.state.compare_exchange_weak(
@@ -190,8 +257,10 @@ impl Semaphore {
     #[inline]
     fn free_permit(&self) -> bool {
         let before = self.state.fetch_add(PERMIT_UNIT, Ordering::Release);
+        // Checked against the field's bound rather than `max`: a release racing with a grow
+        // may read the old `max` after the grow has already freed its permits.
         debug_assert!(
-            permits(before) < self.max,
+            free(before) < PERMIT_BIAS as i64,
             "more permits released than taken"
         );
         before & HAS_WAITERS != 0
@@ -211,37 +280,99 @@ impl Semaphore {
     /// head (fair) or takes the head out of the queue to retry (unfair). Returns whom to wake
     /// once the lock is released.
     fn wake_next(&self, list: &mut WaitList) -> Wake {
+        self.serve_head(list).unwrap_or_default()
+    }
+
+    /// [`wake_next`](Self::wake_next), telling apart "nobody served" (`None`: no permit free,
+    /// or nobody queued) from a served waiter that has no waker yet.
+    fn serve_head(&self, list: &mut WaitList) -> Option<Wake> {
         let state = self.state.load(Ordering::Acquire);
-        if permits(state) == 0 {
-            // A newcomer took the freed permit while the queue was briefly empty (fair), or
-            // barged in (unfair): nothing to hand over, nobody to wake in vain.
-            return Wake::Nothing;
+        if free(state) <= 0 {
+            // A newcomer took the freed permit while the queue was briefly empty (fair), barged
+            // in (unfair), or the permit paid off a shrink's surplus: nothing to hand over,
+            // nobody to wake in vain.
+            return None;
         }
-        let status = if self.is_fair() {
+        let fair = self.is_fair();
+        let status = if fair {
             Status::Granted
         } else {
             Status::Notified
         };
-        let Some(wake) = list.pop_front(status) else {
-            return Wake::Nothing;
-        };
+        let wake = list.pop_front(status)?;
         let clear = if list.is_empty() { HAS_WAITERS } else { 0 };
-        if self.is_fair() {
+        if fair {
             // The bit is set (the queue was not empty) and, under the lock with the bit set,
-            // nothing but a hand-over takes a free permit: no field borrows.
+            // nothing but a hand-over (or a shrink, also under the lock) takes a free permit:
+            // the permit is still free.
             self.state.fetch_sub(PERMIT_UNIT | clear, Ordering::AcqRel);
         } else if clear != 0 {
             self.state.fetch_and(!HAS_WAITERS, Ordering::AcqRel);
         }
-        wake
+        Some(wake)
+    }
+
+    /// Changes the limit to `max` and the fairness to `fair`, in place: held permits stay held
+    /// and count against the new limit, and permits a grow frees go to the queue as a release's
+    /// would. Returns whom to wake once the caller may (after any lock it holds).
+    ///
+    /// The caller serialises reconfigurations (the bulkhead's config lock), so that `max` and
+    /// the state word are only read together under that lock.
+    pub(super) fn reconfigure(&self, max: u32, fair: bool) -> Vec<Wake> {
+        assert!(
+            (1..=MAX_CONCURRENT_CALLS_LIMIT).contains(&max),
+            "the bulkhead config validates max_concurrent_calls"
+        );
+        let mut list = lock(&self.waiters);
+        let was_fair = self.is_fair();
+        // Every writer holds the queue lock: a plain load is the current value.
+        let old = self.max.load(Ordering::Relaxed);
+        let new = u64::from(max);
+        if new == old && fair == was_fair {
+            return Vec::new();
+        }
+        self.newcomers_blocked_by
+            .store(blocked_by(fair), Ordering::Relaxed);
+        self.max.store(new, Ordering::Relaxed);
+        // One atomic step for the whole difference: a release or take racing with it sees the
+        // field before or after, never a limit without its permits. A shrink may leave the
+        // field negative (the surplus); releases pay it off one by one.
+        let (before, after) = if new >= old {
+            let grow = (new - old) * PERMIT_UNIT;
+            let before = self.state.fetch_add(grow, Ordering::AcqRel);
+            (before, before + grow)
+        } else {
+            let shrink = (old - new) * PERMIT_UNIT;
+            let before = self.state.fetch_sub(shrink, Ordering::AcqRel);
+            (before, before - shrink)
+        };
+        let mut wakes = Vec::new();
+        if fair {
+            // Every free permit goes to the queue, in order: those a grow freed, and (when
+            // fairness was just turned on) any left for notified waiters or barging newcomers.
+            while let Some(wake) = self.serve_head(&mut list) {
+                wakes.push(wake);
+            }
+        } else {
+            // One waiter woken per permit the grow made free, as that many releases would.
+            let freed = available(after).saturating_sub(available(before));
+            for _ in 0..freed {
+                match self.serve_head(&mut list) {
+                    Some(wake) => wakes.push(wake),
+                    None => break,
+                }
+            }
+        }
+        wakes
     }
 
     /// Under the queue lock: takes a permit if a newcomer may, else makes sure `HAS_WAITERS` is
     /// set (the caller must then queue itself before releasing the lock).
     fn take_or_mark_waiting(&self) -> bool {
+        let blocked_by = self.newcomers_blocked_by.load(Ordering::Relaxed);
         let mut state = self.state.load(Ordering::Relaxed);
         loop {
-            let (next, took) = if self.can_take(state) {
+            let (next, took) = if Self::can_take(state, blocked_by) {
                 (state.wrapping_add(TAKE), true)
             } else if state & HAS_WAITERS != 0 {
                 return false;
@@ -329,7 +460,10 @@ impl Semaphore {
     /// The counters, read together (retried if the permitted-calls field wraps meanwhile).
     ///
     /// A reading taken in the instant between the swap that wraps the field and the recording
-    /// of that wrap is short by 2^39 permitted calls; that window opens once every 2^39 calls.
+    /// of that wrap is short by 2^38 permitted calls; that window opens once every 2^38 calls.
+    ///
+    /// `held` is exact only if no reconfiguration runs meanwhile (it is `max` minus the free
+    /// permits, two separate words): the bulkhead reads the counts under its config lock.
     pub(super) fn counts(&self) -> Counts {
         let (wraps, state) = loop {
             let wraps = self.permitted_wraps.load(Ordering::Acquire);
@@ -338,8 +472,10 @@ impl Semaphore {
                 break (wraps, state);
             }
         };
+        let max = self.max.load(Ordering::Relaxed);
         Counts {
-            available: permits(state),
+            available: available(state),
+            held: max.saturating_add_signed(-free(state)),
             permitted: wraps
                 .wrapping_mul(COUNT_FIELD_MAX + 1)
                 .wrapping_add(state >> COUNT_SHIFT),
@@ -377,8 +513,8 @@ impl fmt::Debug for Semaphore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = self.state.load(Ordering::Relaxed);
         f.debug_struct("Semaphore")
-            .field("available", &permits(state))
-            .field("max", &self.max)
+            .field("available", &available(state))
+            .field("max", &self.max())
             .field("fair", &self.is_fair())
             .field("has_waiters", &(state & HAS_WAITERS != 0))
             .finish()
@@ -457,6 +593,84 @@ mod tests {
         assert!(poll(&semaphore, behind));
         semaphore.release();
         assert_eq!(semaphore.available(), 1);
+    }
+
+    /// A shrink lands between a release's `fetch_add` and its taking the lock: the freed
+    /// permit pays the surplus, and the late half of the release hands nothing over.
+    #[test]
+    fn a_shrink_between_the_halves_of_a_release_takes_the_freed_permit() {
+        for fair in [true, false] {
+            let semaphore = Semaphore::new(2, fair);
+            assert!(semaphore.try_acquire() && semaphore.try_acquire());
+            let waiter = queue(&semaphore);
+            assert!(semaphore.free_permit(), "the release sees a waiter");
+            assert!(semaphore.reconfigure(1, fair).is_empty(), "nobody to wake");
+            assert_eq!(semaphore.available(), 0);
+            semaphore.release_to_waiters();
+            assert!(!poll(&semaphore, waiter), "nothing was handed over");
+            assert_eq!(semaphore.waiters(), (1, 1));
+            semaphore.release();
+            assert!(poll(&semaphore, waiter));
+            semaphore.release();
+            assert_eq!(semaphore.available(), 1);
+            assert!(!semaphore.has_waiters_bit());
+        }
+    }
+
+    /// A grow in the same window hands out the freed permit along with its own, in order; the
+    /// late half of the release then finds nothing left to hand over.
+    #[test]
+    fn a_grow_between_the_halves_of_a_release_serves_the_queue_in_order() {
+        let semaphore = Semaphore::new(1, true);
+        assert!(semaphore.try_acquire());
+        let first = queue(&semaphore);
+        let second = queue(&semaphore);
+        let third = queue(&semaphore);
+        assert!(semaphore.free_permit());
+        assert_eq!(semaphore.reconfigure(2, true).len(), 2, "two hand-overs");
+        semaphore.release_to_waiters();
+        assert!(poll(&semaphore, first) && poll(&semaphore, second));
+        assert!(!poll(&semaphore, third));
+        assert_eq!((semaphore.available(), semaphore.waiters()), (0, (1, 1)));
+        semaphore.release();
+        assert!(poll(&semaphore, third));
+        semaphore.release();
+        semaphore.release();
+        assert_eq!(semaphore.available(), 2);
+        assert!(!semaphore.has_waiters_bit());
+    }
+
+    /// The same limit and fairness leave a permit on its way to the queue to its release.
+    #[test]
+    fn an_unchanged_reconfiguration_does_nothing() {
+        let semaphore = Semaphore::new(1, true);
+        assert!(semaphore.try_acquire());
+        let waiter = queue(&semaphore);
+        assert!(semaphore.free_permit());
+        assert!(semaphore.reconfigure(1, true).is_empty());
+        assert_eq!(semaphore.waiters(), (1, 1), "still queued");
+        assert_eq!(semaphore.available(), 1);
+        semaphore.release_to_waiters();
+        assert!(poll(&semaphore, waiter));
+        semaphore.release();
+        assert_eq!(semaphore.available(), 1);
+    }
+
+    #[test]
+    fn counts_give_the_permits_held_through_a_surplus() {
+        let semaphore = Semaphore::new(5, false);
+        for _ in 0..4 {
+            assert!(semaphore.try_acquire());
+        }
+        semaphore.reconfigure(1, false);
+        let counts = semaphore.counts();
+        assert_eq!((counts.available, counts.held, counts.permitted), (0, 4, 4));
+        semaphore.release();
+        assert_eq!(semaphore.counts().held, 3);
+        assert_eq!(
+            format!("{semaphore:?}"),
+            "Semaphore { available: 0, max: 1, fair: false, has_waiters: false }"
+        );
     }
 
     #[test]

@@ -563,7 +563,7 @@ fn counters_count_permitted_rejected_and_finished_calls() {
 #[test]
 fn permitted_counter_carries_over_the_packed_fields_wrap_around() {
     let bulkhead = bulkhead(2, Duration::MAX, true);
-    let field_max = u64::MAX >> 25;
+    let field_max = semaphore::COUNT_FIELD_MAX;
     bulkhead.semaphore.set_permitted_field(field_max - 1);
     assert_eq!(bulkhead.metrics().permitted_calls(), field_max - 1);
     let a = bulkhead.try_acquire().unwrap(); // field_max
@@ -579,6 +579,416 @@ fn permitted_counter_carries_over_the_packed_fields_wrap_around() {
     assert_eq!(bulkhead.metrics().finished_calls(), field_max + 2);
     drop(waiter);
     assert_idle(&bulkhead);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reconfiguration
+
+/// Asserts the bulkhead's readings with `in_flight` permits held: the limit, the free permits
+/// (none while a shrink's surplus is outstanding) and the finished calls all agree.
+fn assert_accounting(bulkhead: &Bulkhead, max: u32, in_flight: u32) {
+    let m = bulkhead.metrics();
+    let available = max.saturating_sub(in_flight);
+    assert_eq!(bulkhead.max_allowed_concurrent_calls(), max);
+    assert_eq!(bulkhead.available_concurrent_calls(), available);
+    assert_eq!(m.max_allowed_concurrent_calls(), max);
+    assert_eq!(m.available_concurrent_calls(), available);
+    assert_eq!(
+        m.finished_calls(),
+        m.permitted_calls() - u64::from(in_flight),
+        "finished calls with {in_flight} in flight: {m:?}"
+    );
+}
+
+#[test]
+fn a_shrink_swallows_the_surplus_then_admits_at_the_new_limit() {
+    for fair in [true, false] {
+        let bulkhead = bulkhead(10, Duration::ZERO, fair);
+        let mut held: Vec<_> = (0..7).map(|_| bulkhead.try_acquire().unwrap()).collect();
+        bulkhead.reconfigure(config(4, Duration::ZERO, fair));
+        assert_eq!(bulkhead.config().max_concurrent_calls(), 4);
+        assert_accounting(&bulkhead, 4, 7);
+        expect_full(bulkhead.try_acquire());
+        // Three releases pay off the surplus: none of them frees a permit.
+        for in_flight in (4..7).rev() {
+            drop(held.pop());
+            assert_accounting(&bulkhead, 4, in_flight);
+            expect_full(bulkhead.try_acquire());
+        }
+        // From here the bulkhead admits up to 4 again, exactly.
+        drop(held.pop());
+        assert_accounting(&bulkhead, 4, 3);
+        held.push(bulkhead.try_acquire().unwrap());
+        assert_accounting(&bulkhead, 4, 4);
+        expect_full(bulkhead.try_acquire());
+        drop(held);
+        assert_idle(&bulkhead);
+        assert_eq!(bulkhead.metrics().permitted_calls(), 8);
+        assert_eq!(bulkhead.metrics().rejected_calls(), 5);
+    }
+}
+
+#[test]
+fn a_shrink_holds_back_waiters_until_the_surplus_is_paid() {
+    for fair in [true, false] {
+        let bulkhead = bulkhead(3, Duration::MAX, fair);
+        let mut held: Vec<_> = (0..3).map(|_| bulkhead.try_acquire().unwrap()).collect();
+        let mut waiter = Probe::queued(&bulkhead);
+        bulkhead.reconfigure(config(1, Duration::MAX, fair));
+        for in_flight in [2, 1] {
+            drop(held.pop());
+            assert!(
+                !waiter.woken(),
+                "a release that pays the surplus serves nobody"
+            );
+            assert!(waiter.poll().is_pending());
+            assert_accounting(&bulkhead, 1, in_flight);
+        }
+        drop(held.pop());
+        assert!(waiter.woken());
+        drop(waiter.expect_permit());
+        drop(waiter);
+        assert_idle(&bulkhead);
+    }
+}
+
+/// A permit handed to a waiter that has not picked it up yet is held: a shrink counts it, and
+/// if the waiter gives up, its permit pays the surplus instead of going to the next waiter.
+#[test]
+fn a_shrink_counts_the_permits_handed_to_waiters() {
+    let bulkhead = bulkhead(2, Duration::MAX, true);
+    let a = bulkhead.try_acquire().unwrap();
+    let b = bulkhead.try_acquire().unwrap();
+    let handed = Probe::queued(&bulkhead);
+    let mut next = Probe::queued(&bulkhead);
+    drop(a);
+    assert!(handed.woken());
+    bulkhead.reconfigure(config(1, Duration::MAX, true));
+    assert_eq!(bulkhead.available_concurrent_calls(), 0);
+    drop(handed);
+    assert!(!next.woken(), "the returned permit paid the surplus");
+    assert!(next.poll().is_pending());
+    drop(b);
+    assert!(next.woken());
+    drop(next.expect_permit());
+    drop(next);
+    assert_idle(&bulkhead);
+}
+
+#[test]
+fn a_grow_hands_the_new_permits_to_queued_waiters_in_order() {
+    let bulkhead = bulkhead(1, Duration::MAX, true);
+    let held = bulkhead.try_acquire().unwrap();
+    let mut probes: Vec<Probe<'_>> = (0..4).map(|_| Probe::queued(&bulkhead)).collect();
+    bulkhead.reconfigure(config(3, Duration::MAX, true));
+    let woken: Vec<bool> = probes.iter().map(Probe::woken).collect();
+    assert_eq!(woken, [true, true, false, false], "the two longest waiters");
+    assert_eq!(
+        bulkhead.available_concurrent_calls(),
+        0,
+        "handed over, not freed"
+    );
+    expect_full(bulkhead.try_acquire());
+    assert!(probes[2].poll().is_pending() && probes[3].poll().is_pending());
+    let permits: Vec<_> = probes[..2].iter_mut().map(Probe::expect_permit).collect();
+    // Growing again serves the next in line, not the last.
+    bulkhead.reconfigure(config(4, Duration::MAX, true));
+    assert!(probes[2].woken() && !probes[3].woken());
+    let third = probes[2].expect_permit();
+    drop(held);
+    let fourth = probes[3].expect_permit();
+    drop((permits, third, fourth, probes));
+    assert_idle(&bulkhead);
+    assert_eq!(bulkhead.metrics().permitted_calls(), 5);
+}
+
+#[test]
+fn an_unfair_grow_wakes_one_waiter_per_new_permit() {
+    let bulkhead = bulkhead(1, Duration::MAX, false);
+    let held = bulkhead.try_acquire().unwrap();
+    let mut probes: Vec<Probe<'_>> = (0..3).map(|_| Probe::queued(&bulkhead)).collect();
+    bulkhead.reconfigure(config(3, Duration::MAX, false));
+    let woken: Vec<bool> = probes.iter().map(Probe::woken).collect();
+    assert_eq!(woken, [true, true, false]);
+    assert_eq!(
+        bulkhead.available_concurrent_calls(),
+        2,
+        "free, for whoever comes"
+    );
+    let permits: Vec<_> = probes[..2].iter_mut().map(Probe::expect_permit).collect();
+    assert!(probes[2].poll().is_pending());
+    drop((held, permits));
+    drop(probes.remove(2).expect_permit());
+    drop(probes);
+    assert_idle(&bulkhead);
+}
+
+#[test]
+fn a_grow_serves_blocked_threads_in_arrival_order() {
+    for fair in [true, false] {
+        let bulkhead = bulkhead(1, Duration::from_secs(30), fair);
+        let held = bulkhead.try_acquire().unwrap();
+        thread::scope(|s| {
+            let first = s.spawn(|| bulkhead.acquire_blocking());
+            wait_for_queued(&bulkhead, 1);
+            let second = s.spawn(|| bulkhead.acquire_blocking());
+            wait_for_queued(&bulkhead, 2);
+            bulkhead.reconfigure(config(2, Duration::from_secs(30), fair));
+            // The permit went to (fair) or woke (unfair) the first thread; the second waits on.
+            let first = first.join().unwrap().unwrap();
+            assert_eq!(waiters(&bulkhead), (1, 1));
+            assert!(!second.is_finished());
+            bulkhead.reconfigure(config(3, Duration::from_secs(30), fair));
+            let second = second.join().unwrap().unwrap();
+            drop((first, second));
+        });
+        drop(held);
+        assert_idle(&bulkhead);
+        assert_eq!(bulkhead.available_concurrent_calls(), 3);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grow_serves_a_task_waiting_on_a_runtime() {
+    let bulkhead = leaked(1, Duration::from_secs(30), true);
+    let held = bulkhead.try_acquire().unwrap();
+    let waiter = tokio::spawn(async move { bulkhead.acquire().await.map(drop) });
+    while waiters(bulkhead).1 == 0 {
+        tokio::task::yield_now().await;
+    }
+    bulkhead.reconfigure(config(2, Duration::from_secs(30), true));
+    // Served while `held` is still held: by the grow, not by a release.
+    waiter.await.unwrap().unwrap();
+    assert_eq!(bulkhead.available_concurrent_calls(), 1);
+    drop(held);
+    assert_idle(bulkhead);
+}
+
+#[test]
+fn a_shrink_then_a_grow_before_the_surplus_is_paid_net_out() {
+    for fair in [true, false] {
+        let bulkhead = bulkhead(10, Duration::ZERO, fair);
+        let mut held: Vec<_> = (0..7).map(|_| bulkhead.try_acquire().unwrap()).collect();
+        bulkhead.reconfigure(config(4, Duration::ZERO, fair)); // surplus 3
+        drop(held.pop()); // surplus 2
+        bulkhead.reconfigure(config(5, Duration::ZERO, fair)); // surplus 1, nothing free
+        assert_accounting(&bulkhead, 5, 6);
+        expect_full(bulkhead.try_acquire());
+        bulkhead.reconfigure(config(8, Duration::ZERO, fair)); // 2 free
+        assert_accounting(&bulkhead, 8, 6);
+        held.push(bulkhead.try_acquire().unwrap());
+        held.push(bulkhead.try_acquire().unwrap());
+        expect_full(bulkhead.try_acquire());
+        assert_accounting(&bulkhead, 8, 8);
+        // Down and up again with nothing released in between: back where it was.
+        bulkhead.reconfigure(config(2, Duration::ZERO, fair));
+        assert_accounting(&bulkhead, 2, 8);
+        bulkhead.reconfigure(config(9, Duration::ZERO, fair));
+        assert_accounting(&bulkhead, 9, 8);
+        held.push(bulkhead.try_acquire().unwrap());
+        expect_full(bulkhead.try_acquire());
+        drop(held);
+        assert_idle(&bulkhead);
+        assert_eq!(bulkhead.available_concurrent_calls(), 9);
+    }
+}
+
+#[test]
+fn the_largest_shrink_and_grow_keep_the_fields_apart() {
+    let bulkhead = bulkhead(MAX_CONCURRENT_CALLS_LIMIT, Duration::ZERO, true);
+    let held: Vec<_> = (0..3).map(|_| bulkhead.try_acquire().unwrap()).collect();
+    bulkhead.reconfigure(config(1, Duration::ZERO, true));
+    assert_accounting(&bulkhead, 1, 3);
+    bulkhead.reconfigure(config(MAX_CONCURRENT_CALLS_LIMIT, Duration::ZERO, true));
+    assert_accounting(&bulkhead, MAX_CONCURRENT_CALLS_LIMIT, 3);
+    drop(held);
+    assert_idle(&bulkhead);
+    assert_eq!(bulkhead.metrics().permitted_calls(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_wait_applies_to_callers_that_start_waiting_after_it() {
+    let bulkhead = leaked(1, Duration::from_millis(100), true);
+    let held = bulkhead.try_acquire().unwrap();
+    let early = tokio::spawn(async move { bulkhead.acquire().await.map(drop) });
+    while waiters(bulkhead).1 != 1 {
+        tokio::task::yield_now().await;
+    }
+    bulkhead.reconfigure(config(1, Duration::from_secs(1), true));
+    let late = tokio::spawn(async move { bulkhead.acquire().await.map(drop) });
+    while waiters(bulkhead).1 != 2 {
+        tokio::task::yield_now().await;
+    }
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    // The early caller kept its 100 ms; the late one waits up to a second.
+    assert!(early.is_finished());
+    let waited = expect_full(early.await.unwrap().map(|()| unreachable!()));
+    assert!(waited < Duration::from_secs(1), "waited {waited:?}");
+    assert!(!late.is_finished());
+    // A zero wait turns new callers away at once, and leaves the waiting one waiting.
+    bulkhead.reconfigure(config(1, Duration::ZERO, true));
+    assert_eq!(expect_full(bulkhead.acquire().await), Duration::ZERO);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(!late.is_finished(), "the late caller keeps its second");
+    drop(held);
+    late.await.unwrap().unwrap();
+    assert_idle(bulkhead);
+    assert_eq!(bulkhead.metrics().rejected_calls(), 2);
+}
+
+#[test]
+fn a_wait_turned_on_or_off_applies_to_the_next_blocking_caller() {
+    let bulkhead = bulkhead(1, Duration::ZERO, true);
+    assert!(!bulkhead.waits());
+    let held = bulkhead.try_acquire().unwrap();
+    bulkhead.reconfigure(config(1, Duration::from_secs(30), true));
+    assert!(bulkhead.waits());
+    thread::scope(|s| {
+        let waiter = s.spawn(|| bulkhead.acquire_blocking().map(drop));
+        wait_for_queued(&bulkhead, 1);
+        bulkhead.reconfigure(config(1, Duration::ZERO, true));
+        assert!(!bulkhead.waits());
+        assert_eq!(expect_full(bulkhead.acquire_blocking()), Duration::ZERO);
+        assert!(!waiter.is_finished(), "the waiting thread keeps waiting");
+        drop(held);
+        waiter.join().unwrap().unwrap();
+    });
+    assert_idle(&bulkhead);
+}
+
+#[test]
+fn turning_fairness_off_lets_newcomers_barge_past_the_queued_waiters() {
+    let bulkhead = bulkhead(1, Duration::MAX, true);
+    let held = bulkhead.try_acquire().unwrap();
+    let mut first = Probe::queued(&bulkhead);
+    let mut second = Probe::queued(&bulkhead);
+    bulkhead.reconfigure(config(1, Duration::MAX, false));
+    assert!(!bulkhead.semaphore.is_fair());
+    assert_eq!(waiters(&bulkhead), (2, 2), "the waiters stay queued");
+    drop(held);
+    assert!(first.woken() && !second.woken());
+    let newcomer = bulkhead.try_acquire().expect("barging, now unfair");
+    assert!(
+        first.poll().is_pending(),
+        "lost the race, back at the front"
+    );
+    drop(newcomer);
+    assert!(first.woken() && !second.woken());
+    let permit = first.expect_permit();
+    drop(permit);
+    assert!(second.woken());
+    drop(second.expect_permit());
+    drop((first, second));
+    assert_idle(&bulkhead);
+}
+
+/// Under unfair handling a freed permit is left for a woken waiter to take. Turning fairness on
+/// before it does must not strand that permit behind the waiter bit: it goes to the queue.
+#[test]
+fn turning_fairness_on_hands_a_permit_left_free_to_the_queue() {
+    let bulkhead = bulkhead(1, Duration::MAX, false);
+    let held = bulkhead.try_acquire().unwrap();
+    let mut notified = Probe::queued(&bulkhead);
+    let mut queued = Probe::queued(&bulkhead);
+    drop(held);
+    assert!(notified.woken());
+    assert_eq!(bulkhead.available_concurrent_calls(), 1);
+    bulkhead.reconfigure(config(1, Duration::MAX, true));
+    assert!(queued.woken(), "the free permit went to the queue");
+    assert_eq!(bulkhead.available_concurrent_calls(), 0);
+    expect_full(bulkhead.try_acquire());
+    // The woken waiter finds no permit and goes back to the front of the queue.
+    assert!(notified.poll().is_pending());
+    assert_eq!(waiters(&bulkhead), (2, 1));
+    let permit = queued.expect_permit();
+    let mut newcomer = Probe::queued(&bulkhead);
+    drop(permit);
+    assert!(notified.woken() && !newcomer.woken(), "fair from here on");
+    drop(notified.expect_permit());
+    drop(newcomer.expect_permit());
+    drop((notified, queued, newcomer));
+    assert_idle(&bulkhead);
+}
+
+#[test]
+fn turning_fairness_on_keeps_the_queue_order() {
+    let bulkhead = bulkhead(1, Duration::MAX, false);
+    let held = bulkhead.try_acquire().unwrap();
+    let mut probes: Vec<Probe<'_>> = (0..3).map(|_| Probe::queued(&bulkhead)).collect();
+    bulkhead.reconfigure(config(1, Duration::MAX, true));
+    assert_eq!(waiters(&bulkhead), (3, 3));
+    let mut permit = held;
+    for next in 0..probes.len() {
+        drop(permit);
+        assert_eq!(bulkhead.available_concurrent_calls(), 0, "handed over");
+        for (i, probe) in probes.iter().enumerate().skip(next) {
+            assert_eq!(probe.woken(), i == next);
+        }
+        permit = probes[next].expect_permit();
+    }
+    drop((permit, probes));
+    assert_idle(&bulkhead);
+}
+
+#[test]
+fn reconfiguration_keeps_the_counters() {
+    let bulkhead = bulkhead(2, Duration::ZERO, true);
+    let a = bulkhead.try_acquire().unwrap();
+    let b = bulkhead.try_acquire().unwrap();
+    expect_full(bulkhead.try_acquire());
+    drop(a);
+    let before = bulkhead.metrics();
+    assert_eq!(
+        (
+            before.permitted_calls(),
+            before.rejected_calls(),
+            before.finished_calls()
+        ),
+        (2, 1, 1)
+    );
+    for (max, fair) in [(1, true), (5, false), (1, false), (3, true)] {
+        bulkhead.reconfigure(config(max, Duration::from_millis(max.into()), fair));
+        let m = bulkhead.metrics();
+        assert_eq!(
+            (m.permitted_calls(), m.rejected_calls(), m.finished_calls()),
+            (2, 1, 1),
+            "after reconfiguring to {max}"
+        );
+    }
+    drop(b);
+    let _c = bulkhead.try_acquire().unwrap();
+    let m = bulkhead.metrics();
+    assert_eq!(
+        (m.permitted_calls(), m.rejected_calls(), m.finished_calls()),
+        (3, 1, 2)
+    );
+}
+
+#[test]
+fn reconfiguring_with_an_equal_config_changes_nothing() {
+    let bulkhead = bulkhead(2, Duration::MAX, true);
+    let a = bulkhead.try_acquire().unwrap();
+    let b = bulkhead.try_acquire().unwrap();
+    let waiter = Probe::queued(&bulkhead);
+    let (metrics, shown) = (bulkhead.metrics(), format!("{bulkhead:?}"));
+    bulkhead.reconfigure(config(2, Duration::MAX, true));
+    assert_eq!(bulkhead.metrics(), metrics);
+    assert_eq!(format!("{bulkhead:?}"), shown);
+    assert_eq!(bulkhead.config(), config(2, Duration::MAX, true));
+    assert_eq!(waiters(&bulkhead), (1, 1));
+    assert!(!waiter.woken());
+    drop((a, b, waiter));
+    assert_idle(&bulkhead);
+}
+
+#[test]
+fn config_returns_the_configuration_in_force() {
+    let bulkhead = bulkhead(2, Duration::ZERO, true);
+    assert_eq!(bulkhead.config(), config(2, Duration::ZERO, true));
+    let next = config(7, Duration::from_millis(30), false);
+    bulkhead.reconfigure(next.clone());
+    assert_eq!(bulkhead.config(), next);
+    assert!(format!("{bulkhead:?}").contains("max_concurrent_calls: Some(7)"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -789,6 +1199,8 @@ enum Step {
     Cancel(usize),
     /// Drop held permit `i`.
     Release(usize),
+    /// Reconfigure to this limit, toggling the fairness if `true`.
+    Reconfigure(u32, bool),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -798,6 +1210,8 @@ fn step() -> impl Strategy<Value = Step> {
         3 => any::<usize>().prop_map(Step::Poll),
         1 => any::<usize>().prop_map(Step::Cancel),
         3 => any::<usize>().prop_map(Step::Release),
+        1 => (1u32..=4, proptest::bool::weighted(0.3))
+            .prop_map(|(max, toggle)| Step::Reconfigure(max, toggle)),
     ]
 }
 
@@ -808,12 +1222,18 @@ enum Stand {
     Granted,
 }
 
-/// The reference: a counter of free permits and a FIFO of waiter ids.
+/// The reference: a counter of free permits (negative while a shrink's surplus of held
+/// permits is outstanding), a FIFO of waiter ids, and plain counters.
 struct Model {
     fair: bool,
-    free: u32,
+    max: u32,
+    free: i64,
     queue: VecDeque<u32>,
     stands: std::collections::HashMap<u32, Stand>,
+    permitted: u64,
+    rejected: u64,
+    /// Permits released by the calls that held them.
+    finished: u64,
 }
 
 impl Model {
@@ -821,8 +1241,39 @@ impl Model {
         self.free > 0 && (!self.fair || self.queue.is_empty())
     }
 
+    /// Free permits as the bulkhead reports them.
+    fn available(&self) -> u32 {
+        u32::try_from(self.free.max(0)).unwrap()
+    }
+
+    /// Permits handed to waiters that have not picked them up yet.
+    fn granted(&self) -> u64 {
+        self.stands
+            .values()
+            .filter(|s| **s == Stand::Granted)
+            .count() as u64
+    }
+
+    /// The new limit counts the permits held; a grow serves the queue as releases would, and
+    /// under fair handling (newly turned on, too) no permit stays free while someone waits.
+    fn reconfigure(&mut self, max: u32, fair: bool) {
+        let before = self.available();
+        self.free += i64::from(max) - i64::from(self.max);
+        self.max = max;
+        self.fair = fair;
+        if fair {
+            while self.free > 0 && !self.queue.is_empty() {
+                self.wake_next();
+            }
+        } else {
+            for _ in 0..self.available().saturating_sub(before) {
+                self.wake_next();
+            }
+        }
+    }
+
     fn wake_next(&mut self) {
-        if self.free == 0 {
+        if self.free <= 0 {
             return;
         }
         if let Some(head) = self.queue.pop_front() {
@@ -844,7 +1295,9 @@ impl Model {
     fn poll(&mut self, id: u32) -> bool {
         match self.stands[&id] {
             Stand::Granted => true,
-            Stand::Notified if self.free > 0 => {
+            // Out of the queue, it competes as a newcomer does (it can meet a queue under fair
+            // handling turned on after it was woken).
+            Stand::Notified if self.newcomer_may_take() => {
                 self.free -= 1;
                 true
             }
@@ -870,9 +1323,13 @@ fn check_against_model(fair: bool, max: u32, steps: &[Step]) -> Result<(), TestC
     let bulkhead = bulkhead(max, Duration::MAX, fair);
     let mut model = Model {
         fair,
-        free: max,
+        max,
+        free: i64::from(max),
         queue: VecDeque::new(),
         stands: Default::default(),
+        permitted: 0,
+        rejected: 0,
+        finished: 0,
     };
     let mut held = Vec::new();
     let mut probes: Vec<(u32, Probe<'_>)> = Vec::new();
@@ -885,7 +1342,10 @@ fn check_against_model(fair: bool, max: u32, steps: &[Step]) -> Result<(), TestC
                 prop_assert_eq!(got.is_ok(), expected, "try_acquire");
                 if let Ok(permit) = got {
                     model.free -= 1;
+                    model.permitted += 1;
                     held.push(permit);
+                } else {
+                    model.rejected += 1;
                 }
             }
             Step::Arrive => {
@@ -895,6 +1355,7 @@ fn check_against_model(fair: bool, max: u32, steps: &[Step]) -> Result<(), TestC
                     Poll::Ready(Ok(permit)) => {
                         prop_assert!(expected, "admitted a newcomer the model queues");
                         model.free -= 1;
+                        model.permitted += 1;
                         held.push(permit);
                     }
                     Poll::Ready(Err(rejected)) => {
@@ -919,6 +1380,7 @@ fn check_against_model(fair: bool, max: u32, steps: &[Step]) -> Result<(), TestC
                         prop_assert!(expected, "waiter got a permit the model withholds");
                         prop_assert!(woken, "a waiter able to proceed was never woken");
                         model.stands.remove(&id);
+                        model.permitted += 1;
                         held.push(permit);
                         probes.remove(i);
                     }
@@ -936,10 +1398,34 @@ fn check_against_model(fair: bool, max: u32, steps: &[Step]) -> Result<(), TestC
             Step::Release(i) if !held.is_empty() => {
                 drop(held.remove(i % held.len()));
                 model.release();
+                model.finished += 1;
+            }
+            Step::Reconfigure(max, toggle) => {
+                let fair = model.fair != *toggle;
+                bulkhead.reconfigure(config(*max, Duration::MAX, fair));
+                model.reconfigure(*max, fair);
             }
             Step::Poll(_) | Step::Cancel(_) | Step::Release(_) => {}
         }
-        prop_assert_eq!(bulkhead.available_concurrent_calls(), model.free);
+        prop_assert_eq!(bulkhead.available_concurrent_calls(), model.available());
+        prop_assert_eq!(bulkhead.max_allowed_concurrent_calls(), model.max);
+        // Free permits and permits held add up to the limit (with any surplus), the held ones
+        // being those of the calls and those handed to waiters.
+        prop_assert_eq!(
+            i64::from(model.max) - model.free,
+            (held.len() as u64 + model.granted()) as i64
+        );
+        let m = bulkhead.metrics();
+        prop_assert_eq!(m.available_concurrent_calls(), model.available());
+        prop_assert_eq!(m.max_allowed_concurrent_calls(), model.max);
+        prop_assert_eq!(m.permitted_calls(), model.permitted);
+        prop_assert_eq!(m.rejected_calls(), model.rejected);
+        // A permit handed over but not picked up is held yet not counted as permitted: the
+        // finished calls lag by those (documented on `BulkheadMetrics`).
+        prop_assert_eq!(
+            m.finished_calls(),
+            model.finished.saturating_sub(model.granted())
+        );
         prop_assert_eq!(waiters(&bulkhead), (probes.len(), model.queue.len()));
         prop_assert_eq!(
             bulkhead.semaphore.has_waiters_bit(),
@@ -955,8 +1441,9 @@ fn check_against_model(fair: bool, max: u32, steps: &[Step]) -> Result<(), TestC
     }
     drop(probes);
     drop(held);
-    prop_assert_eq!(bulkhead.available_concurrent_calls(), max);
+    prop_assert_eq!(bulkhead.available_concurrent_calls(), model.max);
     prop_assert_eq!(waiters(&bulkhead), (0, 0));
+    prop_assert_eq!(bulkhead.metrics().finished_calls(), model.permitted);
     Ok(())
 }
 
