@@ -483,19 +483,19 @@ struct Kind<C, I> {
 
 trait Instance {
     type Config;
-    fn config(&self) -> &Self::Config;
+    fn config(&self) -> Self::Config;
 }
 
 impl Instance for Bulkhead {
     type Config = BulkheadConfig;
-    fn config(&self) -> &BulkheadConfig {
-        Bulkhead::config(self)
+    fn config(&self) -> BulkheadConfig {
+        Bulkhead::config(self).clone()
     }
 }
 
 impl Instance for CircuitBreaker {
     type Config = CircuitBreakerConfig;
-    fn config(&self) -> &CircuitBreakerConfig {
+    fn config(&self) -> CircuitBreakerConfig {
         CircuitBreaker::config(self)
     }
 }
@@ -638,7 +638,7 @@ impl<C: Config, I: Instance<Config = C>> Kind<C, I> {
             let changed = self
                 .instances
                 .get(&dependent)
-                .is_none_or(|i| *i.config() != resolved);
+                .is_none_or(|i| i.config() != resolved);
             if changed {
                 self.replace_instance(&dependent, resolved, &make);
             }
@@ -667,7 +667,7 @@ impl<C: Config, I: Instance<Config = C>> Kind<C, I> {
         let names: Vec<Name> = self.instances.keys().cloned().collect();
         for name in names {
             let effective = resolved.get(&name).unwrap_or(&default).clone();
-            if *self.instances[&name].config() != effective {
+            if self.instances[&name].config() != effective {
                 self.replace_instance(&name, effective, &make);
             }
         }

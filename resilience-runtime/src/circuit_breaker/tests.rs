@@ -619,8 +619,8 @@ fn a_slow_call_rule_of_duration_max_reads_no_clock() {
             .0
             .with_config_for_test(off),
     ] {
-        assert_eq!(cb.shared.call_reading, Reading::None);
-        assert_eq!(cb.shared.window_reading, Reading::None);
+        assert_eq!(cb.shared.call_reading.load(), Reading::None);
+        assert_eq!(cb.shared.window_reading.load(), Reading::None);
         let permit = cb.try_acquire().unwrap();
         assert_eq!((permit.reading, permit.start), (Reading::None, 0));
         permit.record_success();
@@ -685,21 +685,21 @@ fn a_breaker_picks_its_readings_from_its_clock() {
         .unwrap();
     // A manual clock drives everything: always precise.
     let (manual, _) = breaker(CircuitBreakerConfigBuilder::default());
-    assert_eq!(manual.shared.call_reading, Reading::Precise);
-    assert_eq!(manual.shared.window_reading, Reading::None);
+    assert_eq!(manual.shared.call_reading.load(), Reading::Precise);
+    assert_eq!(manual.shared.window_reading.load(), Reading::None);
     let manual = manual.with_config_for_test(time.clone());
-    assert_eq!(manual.shared.window_reading, Reading::Precise);
+    assert_eq!(manual.shared.window_reading.load(), Reading::Precise);
     // The system clock: coarse where the platform has a fine enough coarse clock.
     let resolution = Clock::system().coarse_resolution();
     let system = CircuitBreaker::new("system", CircuitBreakerConfig::default());
     let default = duration_nanos(CircuitBreakerConfig::DEFAULT_SLOW_CALL_DURATION_THRESHOLD);
     assert_eq!(
-        system.shared.call_reading,
+        system.shared.call_reading.load(),
         call_reading(default, resolution)
     );
     let system = CircuitBreaker::new("system", time);
     assert_eq!(
-        system.shared.window_reading,
+        system.shared.window_reading.load(),
         window_reading(SlidingWindow::TimeBased(10), resolution)
     );
     #[cfg(target_os = "linux")]
@@ -707,7 +707,8 @@ fn a_breaker_picks_its_readings_from_its_clock() {
         assert_eq!(
             CircuitBreaker::new("linux", CircuitBreakerConfig::default())
                 .shared
-                .call_reading,
+                .call_reading
+                .load(),
             Reading::Coarse,
             "the default 60 s threshold qualifies for the coarse clock"
         );
