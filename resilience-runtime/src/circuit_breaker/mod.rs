@@ -21,6 +21,15 @@
 //! Time comes from the breaker's [`Clock`], so a [`ManualClock`](crate::ManualClock) drives every
 //! time-dependent behaviour in tests.
 //!
+//! # Reconfiguration
+//!
+//! [`CircuitBreaker::reconfigure`] changes a breaker's configuration in place: the breaker
+//! closes and starts over with the new configuration (a fresh window, fresh metrics, no
+//! backoff), as a new breaker would, but it stays the same instance, so references to it and its
+//! event subscriptions stay valid. Calls permitted before record nothing. The closed path costs
+//! the same: the values it reads are plain atomic loads, and a record checks, under the
+//! window's lock, that it belongs to the current configuration.
+//!
 //! # What the closed path costs
 //!
 //! A successful call through a closed breaker is one atomic load to permit it and one short spin
@@ -62,7 +71,7 @@ pub use events::{CircuitBreakerEvent, SubscriptionId};
 pub use metrics::CircuitBreakerMetrics;
 
 use std::fmt;
-use std::mem::ManuallyDrop;
+use std::mem::{self, ManuallyDrop};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -227,6 +236,10 @@ impl AtomicReading {
             _ => Reading::Precise,
         }
     }
+
+    fn store(&self, reading: Reading) {
+        self.0.store(Self::code(reading), Ordering::Relaxed);
+    }
 }
 
 impl fmt::Debug for AtomicReading {
@@ -291,6 +304,8 @@ impl Derived {
 ///
 /// Each call takes a [`CircuitPermit`] with [`try_acquire`](Self::try_acquire) and reports how
 /// it ended on the permit. The [module docs](self) describe the states.
+/// [`reconfigure`](Self::reconfigure) changes the configuration in place and starts over
+/// (closed, fresh window and metrics), keeping the instance, its name and its subscribers.
 ///
 /// ```
 /// use std::time::Duration;
@@ -433,6 +448,14 @@ enum Finish {
     Ignored,
     /// Not recorded: rejected further in (without `record_rejections`), or abandoned.
     GiveBack,
+}
+
+/// A configuration [`CircuitBreaker::reconfigure`] installs, with what is derived from it.
+struct Replacement {
+    config: CircuitBreakerConfig,
+    /// A fresh window of the new kind and size.
+    window: Window,
+    derived: Derived,
 }
 
 /// What the breaker must do once its lock is released.
@@ -704,7 +727,52 @@ impl CircuitBreaker {
     /// Closes the breaker with fresh metrics and no backoff, and emits
     /// [`CircuitBreakerEvent::Reset`] (after the transition event, if the state changed).
     pub fn reset(&self) {
-        self.shared.restart();
+        self.shared.restart(None);
+    }
+
+    /// Replaces the configuration in place and starts over, as [`reset`](Self::reset) does:
+    /// the breaker closes with a fresh sliding window of the new kind and size, fresh metrics
+    /// and no backoff.
+    ///
+    /// The breaker stays the same instance: its name, its subscribers (they receive the
+    /// [`StateTransition`](CircuitBreakerEvent::StateTransition) to closed, if the state
+    /// changed, then [`Reset`](CircuitBreakerEvent::Reset)), its timer runtime, and every
+    /// reference to it. Permits taken before record nothing (like permits of an earlier state),
+    /// a half-open probe taken before is not given back, and timers of the state it left do
+    /// nothing. A configuration equal to the current one still starts over: reconfiguring is
+    /// deliberate.
+    ///
+    /// ```
+    /// use resilience_runtime::{CircuitBreaker, CircuitBreakerConfig, CircuitState, SlidingWindow};
+    ///
+    /// let config = |calls| {
+    ///     CircuitBreakerConfig::builder()
+    ///         .sliding_window(SlidingWindow::CountBased(calls))
+    ///         .minimum_number_of_calls(calls)
+    ///         .build()
+    /// };
+    /// let breaker = CircuitBreaker::new("inventory", config(10)?);
+    /// breaker.transition_to_forced_open_state();
+    /// assert!(breaker.try_acquire().is_err());
+    ///
+    /// breaker.reconfigure(config(2)?);
+    /// assert_eq!(breaker.state(), CircuitState::Closed);
+    /// assert_eq!(breaker.config().sliding_window(), SlidingWindow::CountBased(2));
+    /// // Two failures fill the new window of 2: 100 % ≥ 50 %, the breaker opens.
+    /// breaker.try_acquire()?.record_failure();
+    /// breaker.try_acquire()?.record_failure();
+    /// assert_eq!(breaker.state(), CircuitState::Open);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reconfigure(&self, config: CircuitBreakerConfig) {
+        // Allocated before any lock is taken (the window's is a spin lock).
+        let window = Window::new(config.sliding_window());
+        let derived = Derived::new(&config, &self.shared.clock);
+        self.shared.restart(Some(Replacement {
+            config,
+            window,
+            derived,
+        }));
     }
 
     /// Calls `callback` with every event of this breaker, synchronously, on the thread that
@@ -817,21 +885,56 @@ impl Shared {
     }
 
     /// Closes the breaker with fresh metrics and no backoff, and emits the transition (if the
-    /// state changed) and [`Ev::Reset`].
-    fn restart(self: &Arc<Self>) {
+    /// state changed) and [`Ev::Reset`]; with `replacement`, first installs a new
+    /// configuration. Both in one critical section of both locks: the new configuration's
+    /// values and the new epoch appear together.
+    fn restart(self: &Arc<Self>, replacement: Option<Replacement>) {
         let now = self.clock.now_nanos();
         let mut fx = Effects::new(self);
-        {
+        let retired = {
             let mut core = lock(&self.core);
+            let mut recorder = self.window.lock();
+            let retired = replacement.map(|r| self.install(&mut core, &mut recorder, r));
             let from = core.state;
-            self.transition(&mut core, CircuitState::Closed, now, &mut fx);
+            self.transition_locked(&mut core, &mut recorder, CircuitState::Closed, now, &mut fx);
             if from == CircuitState::Closed {
                 // A reset of a closed breaker is not a change of state.
                 fx.events = EventBuf::new(self.subscribers.any());
             }
             fx.events.push(Ev::Reset);
-        }
+            retired
+        };
+        // The old window and configuration are freed outside the locks.
+        drop(retired);
         self.after_unlock(&fx);
+    }
+
+    /// Installs a new configuration, its derived values and its window, under both locks,
+    /// before the transition that publishes the new epoch; returns the old configuration and
+    /// window. Permits of the current epoch may still read the atomics: the transition that
+    /// follows makes their records fail the epoch check.
+    fn install(
+        &self,
+        core: &mut Core,
+        recorder: &mut Recorder,
+        replacement: Replacement,
+    ) -> (CircuitBreakerConfig, Window) {
+        let Replacement {
+            config,
+            window,
+            derived,
+        } = replacement;
+        self.call_reading.store(derived.call_reading);
+        self.window_reading.store(derived.window_reading);
+        self.slow_call_nanos
+            .store(derived.slow_call_nanos, Ordering::Relaxed);
+        self.automatic.store(derived.automatic, Ordering::Relaxed);
+        self.record_rejections
+            .store(derived.record_rejections, Ordering::Relaxed);
+        recorder.minimum_calls = derived.minimum_calls;
+        recorder.thresholds = derived.thresholds;
+        let window = mem::replace(&mut recorder.window, window);
+        (mem::replace(&mut core.config, config), window)
     }
 
     /// Applies elapsed waits and returns the state.
