@@ -498,7 +498,7 @@ impl Instance for Bulkhead {
 impl Instance for CircuitBreaker {
     type Config = CircuitBreakerConfig;
     fn config(&self) -> CircuitBreakerConfig {
-        CircuitBreaker::config(self).clone()
+        CircuitBreaker::config(self)
     }
 }
 

@@ -2,12 +2,12 @@
 //! accounting of the bulkhead and the circuit breaker can be model-checked.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::AtomicU64;
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicU8};
 #[cfg(loom)]
 pub(crate) use loom::sync::{Mutex, MutexGuard};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::AtomicU64;
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8};
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Mutex, MutexGuard};
 
@@ -17,9 +17,9 @@ use std::fmt;
 use std::ops::{Deref, DerefMut};
 
 #[cfg(loom)]
-use loom::{cell::UnsafeCell, hint::spin_loop, sync::atomic::AtomicBool, thread::yield_now};
+use loom::{cell::UnsafeCell, hint::spin_loop, thread::yield_now};
 #[cfg(not(loom))]
-use std::{cell::UnsafeCell, hint::spin_loop, sync::atomic::AtomicBool, thread::yield_now};
+use std::{cell::UnsafeCell, hint::spin_loop, thread::yield_now};
 
 /// Locks `mutex`, ignoring poisoning: every critical section of this crate leaves its data
 /// consistent before anything in it can panic (user callbacks run outside the locks).

@@ -1,6 +1,6 @@
 //! The circuit breaker against a reference model: a plain `Vec` window and a direct state
 //! machine, driven by random sequences of calls (success, failure, slow, ignored, rejected
-//! further in, abandoned), clock advances and manual transitions.
+//! further in, abandoned), clock advances, manual transitions and reconfigurations.
 
 use std::time::Duration;
 
@@ -12,6 +12,8 @@ use resilience_runtime::{
 
 const MS: u64 = 1_000_000;
 const SEC: u64 = 1_000_000_000;
+/// `Settings::slow_ms` of no slow-call rule.
+const SLOW_OFF: u64 = u64::MAX;
 
 #[derive(Clone, Debug)]
 struct Settings {
@@ -19,6 +21,7 @@ struct Settings {
     minimum: u32,
     failure_threshold: f32,
     slow_threshold: f32,
+    /// `SLOW_OFF`: no slow-call rule (`Duration::MAX`).
     slow_ms: u64,
     wait_ms: u64,
     backoff: bool,
@@ -35,7 +38,11 @@ impl Settings {
             .minimum_number_of_calls(self.minimum)
             .failure_rate_threshold(self.failure_threshold)
             .slow_call_rate_threshold(self.slow_threshold)
-            .slow_call_duration_threshold(Duration::from_millis(self.slow_ms))
+            .slow_call_duration_threshold(if self.slow_ms == SLOW_OFF {
+                Duration::MAX
+            } else {
+                Duration::from_millis(self.slow_ms)
+            })
             .wait_duration_in_open_state(Duration::from_millis(self.wait_ms))
             .automatic_transition_from_open_to_half_open(self.automatic)
             .permitted_calls_in_half_open_state(self.probes)
@@ -57,7 +64,7 @@ fn settings() -> impl Strategy<Value = Settings> {
         1u32..=6,
         prop_oneof![Just(20.0f32), Just(50.0), Just(100.0)],
         prop_oneof![Just(50.0f32), Just(100.0)],
-        prop_oneof![Just(300u64), Just(1_000)],
+        prop_oneof![Just(300u64), Just(1_000), Just(SLOW_OFF)],
         1_000u64..=5_000,
         any::<bool>(),
         any::<bool>(),
@@ -103,7 +110,7 @@ enum Fin {
     Abandoned,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 enum Op {
     Acquire,
     /// Ends the held permit at this index (modulo the number held).
@@ -111,6 +118,7 @@ enum Op {
     Advance(u64),
     Manual(CircuitState),
     Reset,
+    Reconfigure(Settings),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -136,6 +144,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(Op::Advance),
         1 => state.prop_map(Op::Manual),
         1 => Just(Op::Reset),
+        1 => settings().prop_map(Op::Reconfigure),
     ]
 }
 
@@ -342,7 +351,8 @@ impl Model {
                 return;
             }
         };
-        let call = (now, failed, now - permit.start >= self.s.slow_ms * MS);
+        let slow = self.s.slow_ms != SLOW_OFF && now - permit.start >= self.s.slow_ms * MS;
+        let call = (now, failed, slow);
         match self.state {
             CircuitState::Closed | CircuitState::MetricsOnly => {
                 self.window.push(call);
@@ -438,7 +448,7 @@ fn run(s: Settings, ops: Vec<Op>) -> Result<(), TestCaseError> {
     let inner = inner_guard.try_acquire().unwrap_err();
     for (step, op) in ops.into_iter().enumerate() {
         let t = now(&clock);
-        match op {
+        match op.clone() {
             Op::Acquire => {
                 let expected = model.acquire(t);
                 match (cb.try_acquire(), expected) {
@@ -483,6 +493,13 @@ fn run(s: Settings, ops: Vec<Op>) -> Result<(), TestCaseError> {
             Op::Reset => {
                 model.transition(CircuitState::Closed, t);
                 cb.reset();
+            }
+            // The observable result of a fresh breaker of the new settings, except for the
+            // epoch: permits of before record nothing.
+            Op::Reconfigure(s) => {
+                cb.reconfigure(s.config());
+                model.s = s;
+                model.transition(CircuitState::Closed, t);
             }
         }
         let t = now(&clock);

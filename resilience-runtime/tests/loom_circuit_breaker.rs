@@ -3,13 +3,16 @@
 //! re-acquirable, and the atomic state mirror agrees with the state machine behind the lock.
 //! And the closed state's fast path (records under the window's spin lock, without the state
 //! machine's lock): a stale record never reaches a later closed state's window, and racing
-//! records open the breaker exactly once.
+//! records open the breaker exactly once. And reconfiguration in place: a record of a permit
+//! taken before never lands in the new configuration's window, nor opens the breaker.
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" cargo test -p resilience-runtime --test loom_circuit_breaker --release
 //! ```
 
 #![cfg(loom)]
+
+use std::time::Duration;
 
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
@@ -300,5 +303,140 @@ fn racing_closed_records_open_the_breaker_once() {
         assert_eq!(metrics.number_of_buffered_calls(), 2);
         assert_eq!(metrics.number_of_failed_calls(), 1);
         assert_eq!(metrics.number_of_not_permitted_calls() as usize, refused);
+    });
+}
+
+/// `closed(size)` with a failure threshold of `threshold` percent.
+fn closed_config(size: u32, threshold: f32) -> CircuitBreakerConfig {
+    CircuitBreakerConfig::builder()
+        .sliding_window(SlidingWindow::CountBased(size))
+        .minimum_number_of_calls(size)
+        .failure_rate_threshold(threshold)
+        .build()
+        .unwrap()
+}
+
+/// Records a failure on another thread while this one reconfigures `cb` with `config`; returns
+/// the epoch of the failure's permit (`None` if it was refused) and the epoch the
+/// reconfiguration started (read right after it, on this thread).
+fn failure_racing_a_reconfigure(
+    cb: &Arc<CircuitBreaker>,
+    config: CircuitBreakerConfig,
+) -> (Option<u64>, u64) {
+    let caller = {
+        let cb = Arc::clone(cb);
+        thread::spawn(move || match cb.try_acquire() {
+            Ok(permit) => {
+                let epoch = epoch_of(&permit);
+                permit.record_failure();
+                Some(epoch)
+            }
+            Err(_) => None,
+        })
+    };
+    cb.reconfigure(config);
+    let reconfigured = transitions_of(cb);
+    (caller.join().unwrap(), reconfigured)
+}
+
+/// A closed-state failure that would open the breaker (window 1) races a reconfiguration to a
+/// window of 2 (minimum 2, threshold 100 %): the failure lands in the new window only if its permit was taken
+/// after the reconfiguration. A record of before (or its trip) that finishes after changes
+/// nothing, even if it read values of the new configuration. The breaker ends closed, with the
+/// new configuration's window.
+#[test]
+fn a_record_of_before_a_reconfigure_never_lands_in_the_new_window() {
+    model(2, || {
+        let cb = Arc::new(closed(1));
+        let (epoch, reconfigured) = failure_racing_a_reconfigure(&cb, closed_config(2, 100.0));
+        // Open → closed if the old record tripped first, else closed → closed: 1 or 2.
+        assert!(matches!(reconfigured, 1 | 2), "{reconfigured}");
+        assert_eq!(cb.state(), CircuitState::Closed, "{epoch:?}");
+        assert_eq!(transitions_of(&cb), reconfigured, "nothing opened it again");
+        let landed = u32::from(epoch == Some(reconfigured));
+        let metrics = cb.metrics();
+        assert_eq!(metrics.number_of_buffered_calls(), landed, "{epoch:?}");
+        assert_eq!(metrics.number_of_failed_calls(), landed, "{epoch:?}");
+        // The new window holds 2 calls.
+        assert_eq!(cb.config().sliding_window(), SlidingWindow::CountBased(2));
+        for _ in 0..3 {
+            cb.try_acquire().unwrap().record_success();
+        }
+        assert_eq!(cb.metrics().number_of_buffered_calls(), 2);
+    });
+}
+
+/// A closed-state failure races a reconfiguration from a window of 4 (the failure alone opens
+/// nothing) to a window of 1 (a failure opens it): the breaker opens only if the failure's
+/// permit was taken after the reconfiguration, judged by the new window, minimum and threshold;
+/// a record of before never opens the reconfigured breaker.
+#[test]
+fn only_a_record_of_after_a_reconfigure_is_judged_by_the_new_config() {
+    model(2, || {
+        let cb = Arc::new(closed(4));
+        // The old configuration never opens, so the reconfiguration is the first transition
+        // (a failure of after may open the breaker before this thread reads the epoch).
+        let (epoch, _) = failure_racing_a_reconfigure(&cb, closed_config(1, 100.0));
+        let metrics = cb.metrics();
+        if epoch == Some(1) {
+            assert_eq!(cb.state(), CircuitState::Open);
+            assert_eq!(transitions_of(&cb), 2);
+            assert_eq!(metrics.number_of_failed_calls(), 1);
+        } else {
+            assert_eq!(cb.state(), CircuitState::Closed, "{epoch:?}");
+            assert_eq!(metrics.number_of_buffered_calls(), 0, "{epoch:?}");
+        }
+    });
+}
+
+/// A closed-state call that takes 2 ms races a reconfiguration from no slow-call rule (calls are
+/// not timed at all) to a rule of 1 ms that opens the breaker on one slow call (window 1): a
+/// permit taken after the reconfiguration is timed by the new rule (the reconfiguration
+/// publishes its epoch after the readings it installs), so its slow call opens the breaker; a
+/// permit of before records nothing.
+#[test]
+fn a_permit_of_after_a_reconfigure_is_timed_by_the_new_rule() {
+    model(2, || {
+        let clock = ManualClock::new();
+        let off = CircuitBreakerConfig::builder()
+            .sliding_window(SlidingWindow::CountBased(1))
+            .minimum_number_of_calls(1)
+            .slow_call_duration_threshold(Duration::MAX)
+            .build()
+            .unwrap();
+        let cb = Arc::new(CircuitBreaker::with_clock(
+            "loom",
+            off,
+            Clock::from(clock.clone()),
+        ));
+        let caller = {
+            let cb = Arc::clone(&cb);
+            thread::spawn(move || match cb.try_acquire() {
+                Ok(permit) => {
+                    let epoch = epoch_of(&permit);
+                    clock.advance(Duration::from_millis(2));
+                    permit.record_success();
+                    Some(epoch)
+                }
+                Err(_) => None,
+            })
+        };
+        cb.reconfigure(
+            CircuitBreakerConfig::builder()
+                .sliding_window(SlidingWindow::CountBased(1))
+                .minimum_number_of_calls(1)
+                .slow_call_duration_threshold(Duration::from_millis(1))
+                .slow_call_rate_threshold(100.0)
+                .build()
+                .unwrap(),
+        );
+        let epoch = caller.join().unwrap();
+        if epoch == Some(1) {
+            assert_eq!(cb.state(), CircuitState::Open, "a slow call of after");
+            assert_eq!(cb.metrics().number_of_slow_calls(), 1);
+        } else {
+            assert_eq!(cb.state(), CircuitState::Closed, "{epoch:?}");
+            assert_eq!(cb.metrics().number_of_buffered_calls(), 0, "{epoch:?}");
+        }
     });
 }

@@ -80,7 +80,8 @@ pub enum CircuitBreakerEvent {
         /// The slow-call rate, in percent.
         rate: f32,
     },
-    /// The breaker was reset: closed, with empty metrics.
+    /// The breaker was reset ([`reset`](super::CircuitBreaker::reset), or
+    /// [`reconfigure`](super::CircuitBreaker::reconfigure)): closed, with empty metrics.
     #[non_exhaustive]
     Reset {
         /// The breaker.

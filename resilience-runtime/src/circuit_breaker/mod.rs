@@ -21,6 +21,15 @@
 //! Time comes from the breaker's [`Clock`], so a [`ManualClock`](crate::ManualClock) drives every
 //! time-dependent behaviour in tests.
 //!
+//! # Reconfiguration
+//!
+//! [`CircuitBreaker::reconfigure`] changes a breaker's configuration in place: the breaker
+//! closes and starts over with the new configuration (a fresh window, fresh metrics, no
+//! backoff), as a new breaker would, but it stays the same instance, so references to it and its
+//! event subscriptions stay valid. Calls permitted before record nothing. The closed path costs
+//! the same: the values it reads are plain atomic loads, and a record checks, under the
+//! window's lock, that it belongs to the current configuration.
+//!
 //! # What the closed path costs
 //!
 //! A successful call through a closed breaker is one atomic load to permit it and one short spin
@@ -62,14 +71,14 @@ pub use events::{CircuitBreakerEvent, SubscriptionId};
 pub use metrics::CircuitBreakerMetrics;
 
 use std::fmt;
-use std::mem::ManuallyDrop;
+use std::mem::{self, ManuallyDrop};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::{Clock, Reading};
 use crate::error::Rejected;
 use crate::name::Name;
-use crate::sync::{lock, AtomicU64, Mutex, Ordering, SpinLock};
+use crate::sync::{lock, AtomicBool, AtomicU64, AtomicU8, Mutex, Ordering, SpinLock};
 
 use events::{Ev, EventBuf, Subscribers};
 use window::{Outcome, Totals, Window};
@@ -193,10 +202,110 @@ fn window_reading(window: SlidingWindow, coarse_resolution: Option<u64>) -> Read
     }
 }
 
+/// `minimum_number_of_calls` as the breaker applies it: capped by the size of a count window.
+fn minimum_calls(config: &CircuitBreakerConfig) -> u64 {
+    let minimum = match config.sliding_window() {
+        SlidingWindow::CountBased(size) => config.minimum_number_of_calls().min(size),
+        SlidingWindow::TimeBased(_) => config.minimum_number_of_calls(),
+    };
+    u64::from(minimum)
+}
+
+/// A [`Reading`] that can change while other threads read it: one byte, loaded `Relaxed` (a
+/// plain load on the platforms we run on). Written only under both of the breaker's locks.
+struct AtomicReading(AtomicU8);
+
+impl AtomicReading {
+    fn new(reading: Reading) -> Self {
+        AtomicReading(AtomicU8::new(Self::code(reading)))
+    }
+
+    const fn code(reading: Reading) -> u8 {
+        match reading {
+            Reading::None => 0,
+            Reading::Coarse => 1,
+            Reading::Precise => 2,
+        }
+    }
+
+    #[inline(always)]
+    fn load(&self) -> Reading {
+        match self.0.load(Ordering::Relaxed) {
+            0 => Reading::None,
+            1 => Reading::Coarse,
+            _ => Reading::Precise,
+        }
+    }
+
+    fn store(&self, reading: Reading) {
+        self.0.store(Self::code(reading), Ordering::Relaxed);
+    }
+}
+
+impl fmt::Debug for AtomicReading {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.load(), f)
+    }
+}
+
+/// The rate thresholds of a configuration.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Thresholds {
+    failure_rate: f32,
+    slow_call_rate: f32,
+}
+
+impl Thresholds {
+    fn of(config: &CircuitBreakerConfig) -> Self {
+        Thresholds {
+            failure_rate: config.failure_rate_threshold(),
+            slow_call_rate: config.slow_call_rate_threshold(),
+        }
+    }
+
+    /// `Some((failure rate exceeded, slow-call rate exceeded))` if either is.
+    #[inline]
+    fn exceeded(self, totals: Totals) -> Option<(bool, bool)> {
+        let failure = totals.failure_rate() >= self.failure_rate;
+        let slow = totals.slow_call_rate() >= self.slow_call_rate;
+        (failure || slow).then_some((failure, slow))
+    }
+}
+
+/// What a breaker derives from its configuration and its clock, computed before any lock is
+/// taken (at creation and by [`CircuitBreaker::reconfigure`]), then installed under both locks.
+struct Derived {
+    call_reading: Reading,
+    window_reading: Reading,
+    slow_call_nanos: u64,
+    automatic: bool,
+    record_rejections: bool,
+    minimum_calls: u64,
+    thresholds: Thresholds,
+}
+
+impl Derived {
+    fn new(config: &CircuitBreakerConfig, clock: &Clock) -> Self {
+        let slow_call_nanos = duration_nanos(config.slow_call_duration_threshold());
+        let coarse_resolution = clock.coarse_resolution();
+        Derived {
+            call_reading: call_reading(slow_call_nanos, coarse_resolution),
+            window_reading: window_reading(config.sliding_window(), coarse_resolution),
+            slow_call_nanos,
+            automatic: config.automatic_transition_from_open_to_half_open(),
+            record_rejections: config.record_rejections(),
+            minimum_calls: minimum_calls(config),
+            thresholds: Thresholds::of(config),
+        }
+    }
+}
+
 /// A circuit breaker. `Send + Sync`: share it by reference or in an `Arc`.
 ///
 /// Each call takes a [`CircuitPermit`] with [`try_acquire`](Self::try_acquire) and reports how
 /// it ended on the permit. The [module docs](self) describe the states.
+/// [`reconfigure`](Self::reconfigure) changes the configuration in place and starts over
+/// (closed, fresh window and metrics), keeping the instance, its name and its subscribers.
 ///
 /// ```
 /// use std::time::Duration;
@@ -237,10 +346,33 @@ pub struct CircuitBreaker {
 }
 
 /// The breaker proper, behind an `Arc` so that a timer task can hold a `Weak` to it.
+///
+/// # Where the configuration lives
+///
+/// [`CircuitBreaker::reconfigure`] changes the configuration in place, so every value derived
+/// from it can change. Each lives where its readers already synchronise:
+///
+/// - read without a lock (the closed path, `state`, `record_rejected`): the atomics below,
+///   loaded `Relaxed`, as cheap as the plain loads they replace;
+/// - read under the window's lock (the closed path's record): in [`Recorder`];
+/// - read only under the state machine's lock (waits, half-open probes): the configuration
+///   itself, in [`Core`].
+///
+/// A reconfiguration writes all of them, and moves the epoch, holding both locks (`core`, then
+/// `window`), and publishes the new epoch in `packed` (`Release`) after the atomics. So:
+///
+/// - a reader under either lock sees one configuration, whole;
+/// - a permit whose epoch comes from `packed` (`Acquire`) or from under `core` reads the values
+///   of its epoch's configuration, or of a later one;
+/// - a record that read any value of a later configuration (lock-free, before taking a lock)
+///   takes its lock after the reconfiguration that wrote it (that value was written inside the
+///   reconfiguration's critical section, which a read preceding our critical section could not
+///   see), and every record compares its permit's epoch with the recording epoch (window lock)
+///   or the epoch (core lock) there: a record that mixed two configurations is discarded, as a
+///   permit of an earlier state is.
 struct Shared {
     name: Name,
     id: u64,
-    config: CircuitBreakerConfig,
     clock: Clock,
     /// `pack(epoch, state)`: a mirror of `core.epoch` and `core.state`, written under the lock,
     /// read without it.
@@ -256,16 +388,15 @@ struct Shared {
     window: SpinLock<Recorder>,
     subscribers: Subscribers,
     /// How calls are timed for the slow-call rule (when nobody subscribed to events).
-    call_reading: Reading,
+    call_reading: AtomicReading,
     /// The clock reading of every window operation.
-    window_reading: Reading,
-    /// Configuration read on the hot path, resolved once.
-    slow_call_nanos: u64,
-    failure_rate_threshold: f32,
-    slow_call_rate_threshold: f32,
-    minimum_calls: u64,
-    permitted_probes: u32,
-    automatic: bool,
+    window_reading: AtomicReading,
+    /// `slow_call_duration_threshold` in nanoseconds; `NEVER_SLOW` when the rule is off.
+    slow_call_nanos: AtomicU64,
+    /// `automatic_transition_from_open_to_half_open`, for the lock-free `state`.
+    automatic: AtomicBool,
+    /// `record_rejections`, for the lock-free `record_rejected`.
+    record_rejections: AtomicBool,
     /// The runtime that runs the timers of time-driven transitions, when the breaker was created
     /// inside one and reads the system clock.
     #[cfg(not(loom))]
@@ -275,6 +406,8 @@ struct Shared {
 /// The state machine, under `Shared::core`.
 #[derive(Debug)]
 struct Core {
+    /// The configuration in force (its waits and probes are read here, under this lock).
+    config: CircuitBreakerConfig,
     state: CircuitState,
     /// The number of transitions so far; a permit records only in the epoch it was issued in.
     epoch: u64,
@@ -302,6 +435,9 @@ struct Recorder {
     /// both locks); the fast path only ever sets it to `NO_EPOCH`, when its record made a rate
     /// reach its threshold and the breaker is about to open.
     recording_epoch: u64,
+    /// `minimum_number_of_calls`, capped by a count window's size.
+    minimum_calls: u64,
+    thresholds: Thresholds,
 }
 
 /// How a permit ended.
@@ -312,6 +448,14 @@ enum Finish {
     Ignored,
     /// Not recorded: rejected further in (without `record_rejections`), or abandoned.
     GiveBack,
+}
+
+/// A configuration [`CircuitBreaker::reconfigure`] installs, with what is derived from it.
+struct Replacement {
+    config: CircuitBreakerConfig,
+    /// A fresh window of the new kind and size.
+    window: Window,
+    derived: Derived,
 }
 
 /// What the breaker must do once its lock is released.
@@ -358,20 +502,16 @@ impl CircuitBreaker {
     /// runs: time-driven transitions happen when the breaker is next used or observed
     /// ([`state`](Self::state), [`metrics`](Self::metrics), [`try_acquire`](Self::try_acquire)).
     pub fn with_clock(name: impl Into<Name>, config: CircuitBreakerConfig, clock: Clock) -> Self {
-        let window = config.sliding_window();
-        let minimum_calls = match window {
-            SlidingWindow::CountBased(size) => config.minimum_number_of_calls().min(size),
-            SlidingWindow::TimeBased(_) => config.minimum_number_of_calls(),
-        };
         #[cfg(not(loom))]
         let runtime = if clock.is_manual() {
             None
         } else {
             tokio::runtime::Handle::try_current().ok()
         };
-        let slow_call_nanos = duration_nanos(config.slow_call_duration_threshold());
-        let coarse_resolution = clock.coarse_resolution();
+        let derived = Derived::new(&config, &clock);
+        let window = Window::new(config.sliding_window());
         let core = Core {
+            config,
             state: CircuitState::Closed,
             epoch: 0,
             deadline: NEVER,
@@ -384,23 +524,21 @@ impl CircuitBreaker {
         let shared = Shared {
             name: name.into(),
             id: crate::next_instance_id(),
-            call_reading: call_reading(slow_call_nanos, coarse_resolution),
-            window_reading: window_reading(window, coarse_resolution),
-            slow_call_nanos,
-            failure_rate_threshold: config.failure_rate_threshold(),
-            slow_call_rate_threshold: config.slow_call_rate_threshold(),
-            minimum_calls: u64::from(minimum_calls),
-            permitted_probes: config.permitted_calls_in_half_open_state(),
-            automatic: config.automatic_transition_from_open_to_half_open(),
-            config,
+            call_reading: AtomicReading::new(derived.call_reading),
+            window_reading: AtomicReading::new(derived.window_reading),
+            slow_call_nanos: AtomicU64::new(derived.slow_call_nanos),
+            automatic: AtomicBool::new(derived.automatic),
+            record_rejections: AtomicBool::new(derived.record_rejections),
             clock,
             packed: AtomicU64::new(pack(0, CircuitState::Closed)),
             deadline: AtomicU64::new(NEVER),
             not_permitted: AtomicU64::new(0),
             core: Mutex::new(core),
             window: SpinLock::new(Recorder {
-                window: Window::new(window),
+                window,
                 recording_epoch: 0,
+                minimum_calls: derived.minimum_calls,
+                thresholds: derived.thresholds,
             }),
             subscribers: Subscribers::new(),
             #[cfg(not(loom))]
@@ -416,9 +554,9 @@ impl CircuitBreaker {
         &self.shared.name
     }
 
-    /// The configuration in force.
-    pub fn config(&self) -> &CircuitBreakerConfig {
-        &self.shared.config
+    /// The configuration in force (a copy: [`reconfigure`](Self::reconfigure) may change it).
+    pub fn config(&self) -> CircuitBreakerConfig {
+        lock(&self.shared.core).config.clone()
     }
 
     /// The process-wide id of this instance (re-entrancy tracking of the call chain).
@@ -432,7 +570,7 @@ impl CircuitBreaker {
     pub fn state(&self) -> CircuitState {
         let (_, state) = unpack(self.shared.packed.load(Ordering::Acquire));
         match state {
-            CircuitState::Open if self.shared.automatic => {}
+            CircuitState::Open if self.shared.automatic.load(Ordering::Relaxed) => {}
             CircuitState::HalfOpen => {}
             _ => return state,
         }
@@ -447,16 +585,18 @@ impl CircuitBreaker {
     pub fn metrics(&self) -> CircuitBreakerMetrics {
         let shared = &self.shared;
         let now = shared.clock.now_nanos();
-        let window_now = shared.window_time(Reading::Precise, now);
         let mut fx = Effects::new(shared);
         let metrics = {
             let mut core = lock(&shared.core);
             shared.observe_time(&mut core, now, false, &mut fx);
             let (totals, minimum) = if core.metrics_from_probes {
-                (core.probes, u64::from(shared.permitted_probes))
+                let probes = core.config.permitted_calls_in_half_open_state();
+                (core.probes, u64::from(probes))
             } else {
-                let totals = shared.window.lock().window.totals(window_now);
-                (totals, shared.minimum_calls)
+                // Under `core`: the window's reading cannot change until the window is read.
+                let window_now = shared.window_time(Reading::Precise, now);
+                let mut recorder = shared.window.lock();
+                (recorder.window.totals(window_now), recorder.minimum_calls)
             };
             CircuitBreakerMetrics::new(
                 totals,
@@ -501,7 +641,7 @@ impl CircuitBreaker {
         let reading = if shared.subscribers.any() {
             Reading::Precise
         } else {
-            shared.call_reading
+            shared.call_reading.load()
         };
         CircuitPermit {
             shared,
@@ -587,20 +727,52 @@ impl CircuitBreaker {
     /// Closes the breaker with fresh metrics and no backoff, and emits
     /// [`CircuitBreakerEvent::Reset`] (after the transition event, if the state changed).
     pub fn reset(&self) {
-        let shared = &self.shared;
-        let now = shared.clock.now_nanos();
-        let mut fx = Effects::new(shared);
-        {
-            let mut core = lock(&shared.core);
-            let from = core.state;
-            shared.transition(&mut core, CircuitState::Closed, now, &mut fx);
-            if from == CircuitState::Closed {
-                // A reset of a closed breaker is not a change of state.
-                fx.events = EventBuf::new(shared.subscribers.any());
-            }
-            fx.events.push(Ev::Reset);
-        }
-        shared.after_unlock(&fx);
+        self.shared.restart(None);
+    }
+
+    /// Replaces the configuration in place and starts over, as [`reset`](Self::reset) does:
+    /// the breaker closes with a fresh sliding window of the new kind and size, fresh metrics
+    /// and no backoff.
+    ///
+    /// The breaker stays the same instance: its name, its subscribers (they receive the
+    /// [`StateTransition`](CircuitBreakerEvent::StateTransition) to closed, if the state
+    /// changed, then [`Reset`](CircuitBreakerEvent::Reset)), its timer runtime, and every
+    /// reference to it. Permits taken before record nothing (like permits of an earlier state),
+    /// a half-open probe taken before is not given back, and timers of the state it left do
+    /// nothing. A configuration equal to the current one still starts over: reconfiguring is
+    /// deliberate.
+    ///
+    /// ```
+    /// use resilience_runtime::{CircuitBreaker, CircuitBreakerConfig, CircuitState, SlidingWindow};
+    ///
+    /// let config = |calls| {
+    ///     CircuitBreakerConfig::builder()
+    ///         .sliding_window(SlidingWindow::CountBased(calls))
+    ///         .minimum_number_of_calls(calls)
+    ///         .build()
+    /// };
+    /// let breaker = CircuitBreaker::new("inventory", config(10)?);
+    /// breaker.transition_to_forced_open_state();
+    /// assert!(breaker.try_acquire().is_err());
+    ///
+    /// breaker.reconfigure(config(2)?);
+    /// assert_eq!(breaker.state(), CircuitState::Closed);
+    /// assert_eq!(breaker.config().sliding_window(), SlidingWindow::CountBased(2));
+    /// // Two failures fill the new window of 2: 100 % ≥ 50 %, the breaker opens.
+    /// breaker.try_acquire()?.record_failure();
+    /// breaker.try_acquire()?.record_failure();
+    /// assert_eq!(breaker.state(), CircuitState::Open);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reconfigure(&self, config: CircuitBreakerConfig) {
+        // Allocated before any lock is taken (the window's is a spin lock).
+        let window = Window::new(config.sliding_window());
+        let derived = Derived::new(&config, &self.shared.clock);
+        self.shared.restart(Some(Replacement {
+            config,
+            window,
+            derived,
+        }));
     }
 
     /// Calls `callback` with every event of this breaker, synchronously, on the thread that
@@ -645,7 +817,7 @@ impl fmt::Debug for CircuitBreaker {
             .field("name", &self.shared.name)
             .field("state", &state)
             .field("transitions", &epoch)
-            .field("config", &self.shared.config)
+            .field("config", &self.config())
             .field("clock", &self.shared.clock)
             .field("subscribers", &self.shared.subscribers)
             .finish_non_exhaustive()
@@ -682,7 +854,9 @@ impl Shared {
                 CircuitState::Closed => Ok(PermitKind::Closed),
                 CircuitState::MetricsOnly => Ok(PermitKind::Recorded),
                 CircuitState::Disabled => Ok(PermitKind::Unrecorded),
-                CircuitState::HalfOpen if core.probes_issued < self.permitted_probes => {
+                CircuitState::HalfOpen
+                    if core.probes_issued < core.config.permitted_calls_in_half_open_state() =>
+                {
                     core.probes_issued += 1;
                     Ok(PermitKind::Probe)
                 }
@@ -710,6 +884,59 @@ impl Shared {
         }
     }
 
+    /// Closes the breaker with fresh metrics and no backoff, and emits the transition (if the
+    /// state changed) and [`Ev::Reset`]; with `replacement`, first installs a new
+    /// configuration. Both in one critical section of both locks: the new configuration's
+    /// values and the new epoch appear together.
+    fn restart(self: &Arc<Self>, replacement: Option<Replacement>) {
+        let now = self.clock.now_nanos();
+        let mut fx = Effects::new(self);
+        let retired = {
+            let mut core = lock(&self.core);
+            let mut recorder = self.window.lock();
+            let retired = replacement.map(|r| self.install(&mut core, &mut recorder, r));
+            let from = core.state;
+            self.transition_locked(&mut core, &mut recorder, CircuitState::Closed, now, &mut fx);
+            if from == CircuitState::Closed {
+                // A reset of a closed breaker is not a change of state.
+                fx.events = EventBuf::new(self.subscribers.any());
+            }
+            fx.events.push(Ev::Reset);
+            retired
+        };
+        // The old window and configuration are freed outside the locks.
+        drop(retired);
+        self.after_unlock(&fx);
+    }
+
+    /// Installs a new configuration, its derived values and its window, under both locks,
+    /// before the transition that publishes the new epoch; returns the old configuration and
+    /// window. Permits of the current epoch may still read the atomics: the transition that
+    /// follows makes their records fail the epoch check.
+    fn install(
+        &self,
+        core: &mut Core,
+        recorder: &mut Recorder,
+        replacement: Replacement,
+    ) -> (CircuitBreakerConfig, Window) {
+        let Replacement {
+            config,
+            window,
+            derived,
+        } = replacement;
+        self.call_reading.store(derived.call_reading);
+        self.window_reading.store(derived.window_reading);
+        self.slow_call_nanos
+            .store(derived.slow_call_nanos, Ordering::Relaxed);
+        self.automatic.store(derived.automatic, Ordering::Relaxed);
+        self.record_rejections
+            .store(derived.record_rejections, Ordering::Relaxed);
+        recorder.minimum_calls = derived.minimum_calls;
+        recorder.thresholds = derived.thresholds;
+        let window = mem::replace(&mut recorder.window, window);
+        (mem::replace(&mut core.config, config), window)
+    }
+
     /// Applies elapsed waits and returns the state.
     fn observe(self: &Arc<Self>, now: u64) -> CircuitState {
         let mut fx = Effects::new(self);
@@ -729,7 +956,9 @@ impl Shared {
             return;
         }
         match core.state {
-            CircuitState::Open if call || self.automatic => {
+            CircuitState::Open
+                if call || core.config.automatic_transition_from_open_to_half_open() =>
+            {
                 self.transition(core, CircuitState::HalfOpen, now, fx);
             }
             CircuitState::HalfOpen => self.transition(core, CircuitState::Open, now, fx),
@@ -759,9 +988,9 @@ impl Shared {
             CircuitState::Open => {
                 // Keeps the metrics that made it open.
                 core.openings = core.openings.saturating_add(1);
-                let wait = self.config.wait_in_open_state(core.openings);
+                let wait = core.config.wait_in_open_state(core.openings);
                 core.deadline = now.saturating_add(duration_nanos(wait));
-                if self.automatic {
+                if core.config.automatic_transition_from_open_to_half_open() {
                     fx.timer = Some((core.epoch, core.deadline));
                 }
             }
@@ -770,7 +999,7 @@ impl Shared {
                 core.probes = Totals::default();
                 core.metrics_from_probes = true;
                 self.not_permitted.store(0, Ordering::Relaxed);
-                let max_wait = self.config.max_wait_duration_in_half_open_state();
+                let max_wait = core.config.max_wait_duration_in_half_open_state();
                 if !max_wait.is_zero() {
                     core.deadline = now.saturating_add(duration_nanos(max_wait));
                     fx.timer = Some((core.epoch, core.deadline));
@@ -816,17 +1045,19 @@ impl Shared {
     /// when that is the window's reading, else a reading of the window's own.
     #[inline]
     fn window_time(&self, reading: Reading, end: u64) -> u64 {
-        if reading == self.window_reading {
+        let window_reading = self.window_reading.load();
+        if reading == window_reading {
             end
         } else {
-            self.clock.read(self.window_reading)
+            self.clock.read(window_reading)
         }
     }
 
     /// Whether a call that took `elapsed` nanoseconds is slow.
     #[inline]
     fn is_slow(&self, elapsed: u64) -> bool {
-        self.slow_call_nanos != NEVER_SLOW && elapsed >= self.slow_call_nanos
+        let slow_call_nanos = self.slow_call_nanos.load(Ordering::Relaxed);
+        slow_call_nanos != NEVER_SLOW && elapsed >= slow_call_nanos
     }
 
     /// Records the success or failure of a closed-state permit of `epoch`, started at `start`
@@ -850,13 +1081,17 @@ impl Shared {
             recorder.window.record(outcome, window_now);
             let totals = recorder.window.totals(window_now);
             // Thresholds are above zero: no failed or slow call, no rate reached.
-            let exceeded = totals.calls >= self.minimum_calls
+            let exceeded = if totals.calls >= recorder.minimum_calls
                 && (totals.failed != 0 || totals.slow != 0)
-                && self.rates_exceeded(totals).is_some();
-            if exceeded {
+            {
+                recorder.thresholds.exceeded(totals)
+            } else {
+                None
+            };
+            if exceeded.is_some() {
                 recorder.recording_epoch = NO_EPOCH;
             }
-            exceeded.then_some(totals)
+            exceeded.map(|rates| (totals, rates))
         };
         let elapsed = Duration::from_nanos(elapsed);
         let event = if failed {
@@ -864,8 +1099,8 @@ impl Shared {
         } else {
             Ev::Success(elapsed)
         };
-        if let Some(totals) = exceeded {
-            self.trip(epoch, totals, event);
+        if let Some((totals, rates)) = exceeded {
+            self.trip(epoch, totals, rates, event);
         } else if self.subscribers.any() {
             let mut events = EventBuf::new(true);
             events.push(event);
@@ -874,9 +1109,10 @@ impl Shared {
     }
 
     /// Opens the breaker after a record of the fast path made a rate of `totals` (the window's
-    /// totals after that record) reach its threshold, unless a transition came first.
+    /// totals after that record) reach its threshold (`rates`: which ones), unless a transition
+    /// came first.
     #[cold]
-    fn trip(self: &Arc<Self>, epoch: u64, totals: Totals, event: Ev) {
+    fn trip(self: &Arc<Self>, epoch: u64, totals: Totals, rates: (bool, bool), event: Ev) {
         let now = self.clock.now_nanos();
         let mut fx = Effects::new(self);
         fx.events.push(event);
@@ -885,9 +1121,8 @@ impl Shared {
             self.observe_time(&mut core, now, false, &mut fx);
             if core.epoch == epoch && core.state == CircuitState::Closed {
                 // No record landed since (the window refused this epoch's), so `totals` are
-                // still the window's.
-                let exceeded = self.rates_exceeded(totals);
-                push_rate_events(totals, exceeded, &mut fx);
+                // still the window's, and `rates` were judged by this epoch's thresholds.
+                push_rate_events(totals, Some(rates), &mut fx);
                 self.transition(&mut core, CircuitState::Open, now, &mut fx);
             }
         }
@@ -954,10 +1189,10 @@ impl Shared {
                 let mut window = self.window.lock();
                 window.window.record(outcome, window_now);
                 let totals = window.window.totals(window_now);
-                if totals.calls < self.minimum_calls {
+                if totals.calls < window.minimum_calls {
                     return;
                 }
-                let exceeded = self.rates_exceeded(totals);
+                let exceeded = window.thresholds.exceeded(totals);
                 if core.state == CircuitState::MetricsOnly {
                     let newly = exceeded.is_some() && !core.rate_exceeded;
                     core.rate_exceeded = exceeded.is_some();
@@ -971,11 +1206,12 @@ impl Shared {
             }
             CircuitState::HalfOpen => {
                 core.probes.add(outcome);
-                if core.probes.calls < u64::from(self.permitted_probes) {
+                let probes = core.config.permitted_calls_in_half_open_state();
+                if core.probes.calls < u64::from(probes) {
                     return;
                 }
                 let totals = core.probes;
-                let exceeded = self.rates_exceeded(totals);
+                let exceeded = Thresholds::of(&core.config).exceeded(totals);
                 if exceeded.is_some() {
                     push_rate_events(totals, exceeded, fx);
                     self.transition(core, CircuitState::Open, now, fx);
@@ -986,13 +1222,6 @@ impl Shared {
             // Permits of these states are not recorded (or not issued).
             CircuitState::Open | CircuitState::Disabled | CircuitState::ForcedOpen => {}
         }
-    }
-
-    /// `Some((failure rate exceeded, slow-call rate exceeded))` if either is.
-    fn rates_exceeded(&self, totals: Totals) -> Option<(bool, bool)> {
-        let failure = totals.failure_rate() >= self.failure_rate_threshold;
-        let slow = totals.slow_call_rate() >= self.slow_call_rate_threshold;
-        (failure || slow).then_some((failure, slow))
     }
 
     /// Delivers the events gathered under the lock and starts the requested timer.
@@ -1113,7 +1342,7 @@ impl CircuitPermit<'_> {
     /// and a half-open probe is given back.
     pub fn record_rejected(self, rejection: &Rejected) {
         let _ = rejection;
-        let finish = if self.shared.config.record_rejections() {
+        let finish = if self.shared.record_rejections.load(Ordering::Relaxed) {
             Finish::Failure
         } else {
             Finish::GiveBack

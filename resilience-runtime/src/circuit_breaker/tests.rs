@@ -619,8 +619,8 @@ fn a_slow_call_rule_of_duration_max_reads_no_clock() {
             .0
             .with_config_for_test(off),
     ] {
-        assert_eq!(cb.shared.call_reading, Reading::None);
-        assert_eq!(cb.shared.window_reading, Reading::None);
+        assert_eq!(cb.shared.call_reading.load(), Reading::None);
+        assert_eq!(cb.shared.window_reading.load(), Reading::None);
         let permit = cb.try_acquire().unwrap();
         assert_eq!((permit.reading, permit.start), (Reading::None, 0));
         permit.record_success();
@@ -685,21 +685,21 @@ fn a_breaker_picks_its_readings_from_its_clock() {
         .unwrap();
     // A manual clock drives everything: always precise.
     let (manual, _) = breaker(CircuitBreakerConfigBuilder::default());
-    assert_eq!(manual.shared.call_reading, Reading::Precise);
-    assert_eq!(manual.shared.window_reading, Reading::None);
+    assert_eq!(manual.shared.call_reading.load(), Reading::Precise);
+    assert_eq!(manual.shared.window_reading.load(), Reading::None);
     let manual = manual.with_config_for_test(time.clone());
-    assert_eq!(manual.shared.window_reading, Reading::Precise);
+    assert_eq!(manual.shared.window_reading.load(), Reading::Precise);
     // The system clock: coarse where the platform has a fine enough coarse clock.
     let resolution = Clock::system().coarse_resolution();
     let system = CircuitBreaker::new("system", CircuitBreakerConfig::default());
     let default = duration_nanos(CircuitBreakerConfig::DEFAULT_SLOW_CALL_DURATION_THRESHOLD);
     assert_eq!(
-        system.shared.call_reading,
+        system.shared.call_reading.load(),
         call_reading(default, resolution)
     );
     let system = CircuitBreaker::new("system", time);
     assert_eq!(
-        system.shared.window_reading,
+        system.shared.window_reading.load(),
         window_reading(SlidingWindow::TimeBased(10), resolution)
     );
     #[cfg(target_os = "linux")]
@@ -707,7 +707,8 @@ fn a_breaker_picks_its_readings_from_its_clock() {
         assert_eq!(
             CircuitBreaker::new("linux", CircuitBreakerConfig::default())
                 .shared
-                .call_reading,
+                .call_reading
+                .load(),
             Reading::Coarse,
             "the default 60 s threshold qualifies for the coarse clock"
         );
@@ -1340,6 +1341,356 @@ fn reset_closes_with_fresh_metrics_and_says_so() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Reconfiguration in place
+
+/// Puts a `small(4, 2)` breaker in `state`, with something in its metrics where that state
+/// keeps any (recorded calls, probes, a refused call). Returns a probe still held, if any.
+fn fill(cb: &CircuitBreaker, state: CircuitState) -> Option<CircuitPermit<'_>> {
+    match state {
+        CircuitState::Closed => calls(cb, "fsf"),
+        CircuitState::Open => trip(cb, 4),
+        CircuitState::HalfOpen => cb.transition_to_half_open_state(),
+        CircuitState::Disabled => cb.transition_to_disabled_state(),
+        CircuitState::ForcedOpen => cb.transition_to_forced_open_state(),
+        CircuitState::MetricsOnly => {
+            cb.transition_to_metrics_only_state();
+            calls(cb, "ff");
+        }
+    }
+    let held = if state == CircuitState::HalfOpen {
+        calls(cb, "f");
+        let held = cb.try_acquire().unwrap();
+        assert!(held.is_probe());
+        Some(held)
+    } else {
+        None
+    };
+    if state.refuses_calls() || state == CircuitState::HalfOpen {
+        assert_eq!(refused_with(cb), Some(state));
+        assert_eq!(cb.metrics().number_of_not_permitted_calls(), 1);
+    }
+    assert_eq!(cb.state(), state);
+    held
+}
+
+const STATES: [CircuitState; 6] = [
+    CircuitState::Closed,
+    CircuitState::Open,
+    CircuitState::HalfOpen,
+    CircuitState::Disabled,
+    CircuitState::ForcedOpen,
+    CircuitState::MetricsOnly,
+];
+
+#[test]
+fn reconfigure_closes_every_state_with_fresh_metrics_and_the_new_config() {
+    let new = small(6, 1).failure_rate_threshold(80.0).build().unwrap();
+    for state in STATES {
+        let (cb, _) = breaker(small(4, 2));
+        let held = fill(&cb, state);
+        if state != CircuitState::Disabled {
+            assert_ne!(cb.metrics(), cb.with_config_for_test(new.clone()).metrics());
+        }
+        cb.reconfigure(new.clone());
+        assert_eq!(cb.state(), CircuitState::Closed, "from {state}");
+        // What a fresh breaker of the new configuration would report.
+        let fresh = cb.with_config_for_test(new.clone());
+        assert_eq!(cb.metrics(), fresh.metrics(), "from {state}");
+        assert_eq!(cb.metrics().number_of_not_permitted_calls(), 0);
+        assert_eq!(cb.config(), new, "from {state}");
+        drop(held); // a probe of the half-open state: given back to nobody
+        assert_eq!(cb.state(), CircuitState::Closed, "from {state}");
+    }
+}
+
+#[test]
+fn reconfigure_forgets_the_backoff_and_the_open_wait() {
+    let config = small(2, 1)
+        .open_state_backoff(2.0, secs(30))
+        .build()
+        .unwrap();
+    let (cb, clock) = breaker(small(2, 1).open_state_backoff(2.0, secs(30)));
+    trip(&cb, 2);
+    clock.advance(secs(10));
+    calls(&cb, "f"); // the probe fails: the second opening waits 20 s
+    assert_eq!(cb.remaining_open_time(), Some(secs(20)));
+    cb.reconfigure(config);
+    assert_eq!(cb.remaining_open_time(), None);
+    trip(&cb, 2);
+    assert_eq!(cb.remaining_open_time(), Some(secs(10)), "a first opening");
+}
+
+#[test]
+fn reconfigure_installs_a_window_of_the_new_size_minimum_and_threshold() {
+    let (cb, _) = breaker(small(10, 1));
+    calls(&cb, "ffff"); // 4 of a minimum of 10: no rate yet
+    assert_eq!(cb.metrics().failure_rate(), -1.0);
+    cb.reconfigure(small(4, 1).failure_rate_threshold(75.0).build().unwrap());
+    calls(&cb, "ssf");
+    assert_eq!(
+        cb.metrics().failure_rate(),
+        -1.0,
+        "3 of the new minimum of 4"
+    );
+    calls(&cb, "f"); // 50 %: below the new threshold of 75 %
+    assert_eq!(cb.state(), CircuitState::Closed);
+    calls(&cb, "f"); // evicts the first success: s f f f, 75 %
+    assert_eq!(cb.state(), CircuitState::Open);
+    let m = cb.metrics();
+    assert_eq!((m.number_of_buffered_calls(), m.failure_rate()), (4, 75.0));
+}
+
+#[test]
+fn reconfigure_switches_the_window_kind() {
+    let (cb, clock) = breaker(small(2, 1));
+    cb.reconfigure(
+        CircuitBreakerConfig::builder()
+            .sliding_window(SlidingWindow::TimeBased(2))
+            .minimum_number_of_calls(2)
+            .build()
+            .unwrap(),
+    );
+    calls(&cb, "f");
+    clock.advance(secs(2)); // the failure leaves the window of 2 s
+    calls(&cb, "f");
+    let m = cb.metrics();
+    assert_eq!((m.number_of_buffered_calls(), m.failure_rate()), (1, -1.0));
+    assert_eq!(
+        cb.state(),
+        CircuitState::Closed,
+        "a count window of 2 would be open"
+    );
+    calls(&cb, "f");
+    assert_eq!(cb.state(), CircuitState::Open);
+    // And back to a count window, where time does not matter.
+    cb.reconfigure(small(2, 1).build().unwrap());
+    calls(&cb, "f");
+    clock.advance(secs(100));
+    calls(&cb, "f");
+    assert_eq!(cb.state(), CircuitState::Open);
+}
+
+#[test]
+fn reconfigure_takes_record_rejections_into_account() {
+    let (cb, _) = breaker(small(2, 1));
+    calls(&cb, "rr");
+    assert_eq!(cb.metrics().number_of_buffered_calls(), 0);
+    cb.reconfigure(small(2, 1).record_rejections(true).build().unwrap());
+    calls(&cb, "rr");
+    assert_eq!(cb.state(), CircuitState::Open);
+}
+
+#[test]
+fn reconfigure_turns_the_automatic_transition_on() {
+    let (cb, clock) = breaker(small(2, 1));
+    trip(&cb, 2);
+    clock.advance(secs(10));
+    assert_eq!(cb.state(), CircuitState::Open, "waits for a call");
+    cb.reconfigure(
+        small(2, 1)
+            .automatic_transition_from_open_to_half_open(true)
+            .build()
+            .unwrap(),
+    );
+    trip(&cb, 2);
+    clock.advance(secs(10));
+    assert_eq!(
+        cb.state(),
+        CircuitState::HalfOpen,
+        "observed from the clock"
+    );
+}
+
+#[test]
+fn permits_taken_before_reconfigure_record_nothing() {
+    // Window of 1, minimum 1, slow calls from 1 s: any failure or slow call landing opens it.
+    let config = small(1, 1)
+        .slow_call_duration_threshold(SEC)
+        .build()
+        .unwrap();
+    let (cb, clock) = breaker(small(1, 1).slow_call_duration_threshold(SEC));
+    let seen = recorder(&cb);
+    let ok = cb.try_acquire().unwrap();
+    let failed = cb.try_acquire().unwrap();
+    let slow = cb.try_acquire().unwrap();
+    cb.reconfigure(config.clone());
+    clock.advance(secs(2));
+    ok.record_success();
+    failed.record_failure();
+    slow.record_success();
+    assert_eq!(cb.state(), CircuitState::Closed);
+    assert_eq!(cb.metrics().number_of_buffered_calls(), 0);
+    // Nor do permits of the metrics-only state (recorded under the state machine's lock).
+    cb.transition_to_metrics_only_state();
+    let recorded = cb.try_acquire().unwrap();
+    cb.reconfigure(config.clone());
+    cb.transition_to_metrics_only_state();
+    recorded.record_failure();
+    assert_eq!(cb.metrics().number_of_buffered_calls(), 0);
+    // A probe taken before is not given back to a later half-open state.
+    cb.transition_to_half_open_state();
+    let probe = cb.try_acquire().unwrap();
+    cb.reconfigure(config);
+    cb.transition_to_half_open_state();
+    let fresh = cb.try_acquire().unwrap();
+    drop(probe);
+    assert_eq!(refused_with(&cb), Some(CircuitState::HalfOpen));
+    drop(fresh);
+    // No call event either: the calls' outcomes belong to no state.
+    assert!(
+        !seen.lock().unwrap().iter().any(|e| matches!(
+            e,
+            CircuitBreakerEvent::Success { .. } | CircuitBreakerEvent::Error { .. }
+        )),
+        "{seen:?}"
+    );
+}
+
+#[test]
+fn subscribers_name_and_id_survive_reconfigure() {
+    let (cb, _) = breaker(small(2, 1));
+    let (name, id) = (cb.name().clone(), cb.id());
+    let seen = recorder(&cb);
+    let count = Arc::new(Mutex::new(0));
+    let sink = Arc::clone(&count);
+    let subscription = cb.subscribe(move |_| *sink.lock().unwrap() += 1);
+    trip(&cb, 2);
+    seen.lock().unwrap().clear();
+    cb.reconfigure(small(4, 1).build().unwrap());
+    assert!(
+        matches!(
+            seen.lock().unwrap().as_slice(),
+            [
+                CircuitBreakerEvent::StateTransition {
+                    from: CircuitState::Open,
+                    to: CircuitState::Closed,
+                    ..
+                },
+                CircuitBreakerEvent::Reset { .. }
+            ]
+        ),
+        "{seen:?}"
+    );
+    // A closed breaker: no change of state, only the reset.
+    seen.lock().unwrap().clear();
+    cb.reconfigure(small(4, 1).build().unwrap());
+    assert!(matches!(
+        seen.lock().unwrap().as_slice(),
+        [CircuitBreakerEvent::Reset { .. }]
+    ));
+    // Calls after the change still reach the subscribers.
+    seen.lock().unwrap().clear();
+    calls(&cb, "sf");
+    assert!(matches!(
+        seen.lock().unwrap().as_slice(),
+        [
+            CircuitBreakerEvent::Success { .. },
+            CircuitBreakerEvent::Error { .. }
+        ]
+    ));
+    assert!(seen.lock().unwrap().iter().all(|e| *e.name() == name));
+    assert_eq!((cb.name(), cb.id()), (&name, id));
+    let delivered = *count.lock().unwrap();
+    assert!(cb.unsubscribe(subscription), "still subscribed");
+    calls(&cb, "s");
+    assert_eq!(*count.lock().unwrap(), delivered);
+}
+
+#[test]
+fn reconfiguring_with_an_equal_config_still_starts_over() {
+    let (cb, _) = breaker(small(4, 1));
+    calls(&cb, "fsf");
+    let seen = recorder(&cb);
+    cb.reconfigure(cb.config());
+    assert_eq!(cb.metrics().number_of_buffered_calls(), 0);
+    assert!(matches!(
+        seen.lock().unwrap().as_slice(),
+        [CircuitBreakerEvent::Reset { .. }]
+    ));
+}
+
+#[test]
+fn reconfigure_turns_the_slow_call_rule_off_and_on() {
+    // No subscriber: calls are timed only as the slow-call rule needs.
+    let (cb, clock) = breaker(small(4, 1).slow_call_duration_threshold(Duration::MAX));
+    assert_eq!(cb.shared.call_reading.load(), Reading::None);
+    slow_call(&cb, &clock, secs(3_600), true);
+    assert_eq!(cb.metrics().number_of_slow_calls(), 0);
+
+    cb.reconfigure(
+        small(4, 1)
+            .slow_call_duration_threshold(SEC)
+            .build()
+            .unwrap(),
+    );
+    assert_eq!(cb.shared.call_reading.load(), Reading::Precise);
+    slow_call(&cb, &clock, secs(2), true);
+    slow_call(&cb, &clock, Duration::from_millis(999), false);
+    let m = cb.metrics();
+    assert_eq!(
+        (m.number_of_slow_calls(), m.number_of_buffered_calls()),
+        (1, 2)
+    );
+
+    cb.reconfigure(
+        small(4, 1)
+            .slow_call_duration_threshold(secs(10))
+            .build()
+            .unwrap(),
+    );
+    slow_call(&cb, &clock, secs(2), true);
+    assert_eq!(
+        cb.metrics().number_of_slow_calls(),
+        0,
+        "2 s is not slow from 10 s"
+    );
+
+    cb.reconfigure(
+        small(4, 1)
+            .slow_call_duration_threshold(Duration::MAX)
+            .build()
+            .unwrap(),
+    );
+    assert_eq!(cb.shared.call_reading.load(), Reading::None);
+    slow_call(&cb, &clock, secs(3_600), false);
+    let m = cb.metrics();
+    assert_eq!(
+        (m.number_of_slow_calls(), m.number_of_failed_calls()),
+        (0, 1)
+    );
+}
+
+#[test]
+fn reconfigure_switches_the_readings_of_a_system_clock_breaker() {
+    let count = CircuitBreakerConfig::builder()
+        .slow_call_duration_threshold(Duration::MAX)
+        .build()
+        .unwrap();
+    let time = CircuitBreakerConfig::builder()
+        .sliding_window(SlidingWindow::TimeBased(10))
+        .build()
+        .unwrap();
+    let cb = CircuitBreaker::new("system", count.clone());
+    let resolution = Clock::system().coarse_resolution();
+    assert_eq!(cb.shared.window_reading.load(), Reading::None);
+    cb.reconfigure(time);
+    let default = duration_nanos(CircuitBreakerConfig::DEFAULT_SLOW_CALL_DURATION_THRESHOLD);
+    assert_eq!(
+        cb.shared.window_reading.load(),
+        window_reading(SlidingWindow::TimeBased(10), resolution)
+    );
+    assert_eq!(
+        cb.shared.call_reading.load(),
+        call_reading(default, resolution)
+    );
+    cb.try_acquire().unwrap().record_failure();
+    assert_eq!(cb.metrics().number_of_failed_calls(), 1);
+    cb.reconfigure(count);
+    assert_eq!(cb.shared.window_reading.load(), Reading::None);
+    assert_eq!(cb.shared.call_reading.load(), Reading::None);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Events
 
 #[test]
@@ -1478,6 +1829,63 @@ async fn a_timer_of_an_earlier_state_does_nothing() {
     tokio::time::sleep(secs(20)).await;
     assert_eq!(transitions(&seen).len(), 2);
     assert_eq!(cb.state(), CircuitState::ForcedOpen);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_open_state_timer_from_before_reconfigure_does_nothing() {
+    let automatic = |wait| {
+        small(2, 1)
+            .automatic_transition_from_open_to_half_open(true)
+            .wait_duration_in_open_state(wait)
+            .build()
+            .unwrap()
+    };
+    let cb = CircuitBreaker::new("timed", automatic(secs(10)));
+    let seen = recorder(&cb);
+    trip(&cb, 2); // a timer for 10 s
+    tokio::time::sleep(SEC).await;
+    cb.reconfigure(automatic(secs(60)));
+    trip(&cb, 2); // open again, until 61 s
+    tokio::time::sleep(secs(19)).await;
+    let (closed, open, half_open) = (
+        CircuitState::Closed,
+        CircuitState::Open,
+        CircuitState::HalfOpen,
+    );
+    assert_eq!(
+        transitions(&seen),
+        [(closed, open), (open, closed), (closed, open)],
+        "the first timer fired into the reconfigured breaker"
+    );
+    // The timer of the new open state, with the new wait.
+    tokio::time::sleep(secs(42)).await;
+    assert_eq!(transitions(&seen).last(), Some(&(open, half_open)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reconfigured_breaker_keeps_its_runtime_for_timers() {
+    let cb = CircuitBreaker::new("timed", small(2, 1).build().unwrap());
+    let seen = recorder(&cb);
+    // Reconfigured and tripped on a thread outside any runtime: the timer runs on the runtime
+    // the breaker was created in.
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            assert!(tokio::runtime::Handle::try_current().is_err());
+            cb.reconfigure(
+                small(2, 1)
+                    .automatic_transition_from_open_to_half_open(true)
+                    .build()
+                    .unwrap(),
+            );
+            trip(&cb, 2);
+        });
+    });
+    tokio::time::sleep(secs(11)).await;
+    // Nobody called the breaker: the timer made the transition.
+    assert_eq!(
+        transitions(&seen).last(),
+        Some(&(CircuitState::Open, CircuitState::HalfOpen))
+    );
 }
 
 #[tokio::test(start_paused = true)]
