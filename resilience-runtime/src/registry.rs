@@ -37,8 +37,10 @@ fn next_generation() -> u64 {
 ///   configuration of its kind (Resilience4j's `baseConfig` and `default`).
 /// - **Instances.** [`bulkhead`](Registry::bulkhead) and
 ///   [`circuit_breaker`](Registry::circuit_breaker) get or create the instance of a name; a
-///   name never configured gets the default configuration. Configuring a name replaces its
-///   instance with a fresh one (state and metrics reset).
+///   name never configured gets the default configuration. An instance lives as long as its
+///   registry: configuring a name reconfigures its instance in place, so every handle to it
+///   stays live and its event subscribers keep listening (a breaker starts over with fresh
+///   metrics; a bulkhead's limit moves at once, the calls in flight counted against it).
 /// - **Precedence.** A number per aspect kind; lower runs first (outermost). Defaults:
 ///   bulkhead 100, rate limiter 200, retry 300, circuit breaker 400, time limiter 500.
 /// - **Generation.** Every change of configuration or precedence moves the
@@ -147,9 +149,10 @@ impl Registry {
             .get_or_create(name, |n, c| Bulkhead::with_clock(n, c, clock.clone()))
     }
 
-    /// Installs `config` for the bulkhead `name` and replaces its instance with a fresh one;
-    /// configurations based on it are re-resolved, and their instances replaced if their
-    /// effective configuration changed.
+    /// Installs `config` for the bulkhead `name` and reconfigures its instance in place (see
+    /// [`Bulkhead::reconfigure`]: permits held count against the new limit); configurations
+    /// based on it are re-resolved, and their instances reconfigured if their effective
+    /// configuration changed.
     ///
     /// # Errors
     ///
@@ -209,9 +212,10 @@ impl Registry {
             .get_or_create(name, |n, c| CircuitBreaker::with_clock(n, c, clock.clone()))
     }
 
-    /// Installs `config` for the circuit breaker `name` and replaces its instance with a
-    /// fresh one (state and metrics reset); configurations based on it are re-resolved, and
-    /// their instances replaced if their effective configuration changed.
+    /// Installs `config` for the circuit breaker `name` and reconfigures its instance in place
+    /// (see [`CircuitBreaker::reconfigure`]: it starts over, closed, with fresh metrics);
+    /// configurations based on it are re-resolved, and their instances reconfigured if their
+    /// effective configuration changed.
     ///
     /// # Errors
     ///
@@ -483,9 +487,11 @@ struct Kind<C, I> {
     instances: HashMap<Name, Arc<I>>,
 }
 
+/// A guard instance as the registry keeps it: created once per name, reconfigured in place.
 trait Instance {
     type Config;
     fn config(&self) -> Self::Config;
+    fn reconfigure(&self, config: Self::Config);
 }
 
 impl Instance for Bulkhead {
@@ -493,12 +499,18 @@ impl Instance for Bulkhead {
     fn config(&self) -> BulkheadConfig {
         Bulkhead::config(self)
     }
+    fn reconfigure(&self, config: BulkheadConfig) {
+        Bulkhead::reconfigure(self, config);
+    }
 }
 
 impl Instance for CircuitBreaker {
     type Config = CircuitBreakerConfig;
     fn config(&self) -> CircuitBreakerConfig {
         CircuitBreaker::config(self)
+    }
+    fn reconfigure(&self, config: CircuitBreakerConfig) {
+        CircuitBreaker::reconfigure(self, config);
     }
 }
 
@@ -595,9 +607,16 @@ impl<C: Config, I: Instance<Config = C>> Kind<C, I> {
         false
     }
 
-    fn replace_instance(&mut self, name: &Name, config: C, make: &impl Fn(Name, C) -> I) {
-        let instance = Arc::new(make(name.clone(), config));
-        self.instances.insert(name.clone(), instance);
+    /// Gives the instance of `name` the configuration `config`: in place if it exists (every
+    /// handle to it stays live, and the plans that hold it stay current), else a new one.
+    fn apply(&mut self, name: &Name, config: C, make: &impl Fn(Name, C) -> I) {
+        match self.instances.get(name) {
+            Some(instance) => instance.reconfigure(config),
+            None => {
+                let instance = Arc::new(make(name.clone(), config));
+                self.instances.insert(name.clone(), instance);
+            }
+        }
     }
 
     /// Installs `config` under `name`: resolves it and every configuration derived from it
@@ -634,7 +653,7 @@ impl<C: Config, I: Instance<Config = C>> Kind<C, I> {
         }
         self.configs.insert(name.clone(), config);
         self.resolved.insert(name.clone(), own.clone());
-        self.replace_instance(&name, own, &make);
+        self.apply(&name, own, &make);
         for (dependent, resolved) in dependents {
             self.resolved.insert(dependent.clone(), resolved.clone());
             let changed = self
@@ -642,14 +661,14 @@ impl<C: Config, I: Instance<Config = C>> Kind<C, I> {
                 .get(&dependent)
                 .is_none_or(|i| i.config() != resolved);
             if changed {
-                self.replace_instance(&dependent, resolved, &make);
+                self.apply(&dependent, resolved, &make);
             }
         }
         Ok(())
     }
 
     /// Replaces the default configuration: re-resolves every named configuration (they all
-    /// rest on it) and replaces the instances whose effective configuration changed.
+    /// rest on it) and reconfigures the instances whose effective configuration changed.
     fn configure_default(
         &mut self,
         default: C,
@@ -670,7 +689,7 @@ impl<C: Config, I: Instance<Config = C>> Kind<C, I> {
         for name in names {
             let effective = resolved.get(&name).unwrap_or(&default).clone();
             if self.instances[&name].config() != effective {
-                self.replace_instance(&name, effective, &make);
+                self.apply(&name, effective, &make);
             }
         }
         self.resolved = resolved;
@@ -714,22 +733,25 @@ mod tests {
     }
 
     #[test]
-    fn configuring_a_name_replaces_its_instance_with_a_fresh_one() {
+    fn configuring_a_name_reconfigures_its_instance_in_place() {
         let registry = Registry::new();
-        let old = registry.bulkhead("orders");
+        let bulkhead = registry.bulkhead("orders");
+        let held: Vec<_> = (0..3).map(|_| bulkhead.try_acquire().unwrap()).collect();
         registry
-            .configure_bulkhead("orders", bulkhead_of(80))
+            .configure_bulkhead("orders", bulkhead_of(4))
             .unwrap();
-        let new = registry.bulkhead("orders");
-        assert!(!Arc::ptr_eq(&old, &new));
-        assert_eq!(new.max_allowed_concurrent_calls(), 80);
-        assert_eq!(
-            old.max_allowed_concurrent_calls(),
-            25,
-            "old instance untouched"
-        );
+        assert!(Arc::ptr_eq(&bulkhead, &registry.bulkhead("orders")));
+        assert_eq!(bulkhead.max_allowed_concurrent_calls(), 4);
+        // The 3 calls in flight count against the new limit: one more, not four.
+        let fourth = bulkhead.try_acquire().unwrap();
+        assert!(bulkhead.try_acquire().is_err());
+        drop((held, fourth));
+        assert_eq!(bulkhead.available_concurrent_calls(), 4);
 
         let breaker = registry.circuit_breaker("orders");
+        let events = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = Arc::clone(&events);
+        breaker.subscribe(move |event| sink.lock().unwrap().push(format!("{event:?}")));
         breaker.transition_to_open_state();
         registry
             .configure_circuit_breaker(
@@ -740,10 +762,20 @@ mod tests {
                     .unwrap(),
             )
             .unwrap();
+        assert!(Arc::ptr_eq(&breaker, &registry.circuit_breaker("orders")));
         assert_eq!(
-            registry.circuit_breaker("orders").state(),
+            breaker.state(),
             crate::CircuitState::Closed,
-            "state reset by reconfiguration"
+            "the breaker starts over"
+        );
+        assert_eq!(
+            breaker.config().sliding_window(),
+            SlidingWindow::CountBased(10)
+        );
+        let events = events.lock().unwrap();
+        assert!(
+            events.last().is_some_and(|e| e.starts_with("Reset")),
+            "the subscriber still listens: {events:?}"
         );
     }
 
@@ -807,21 +839,44 @@ mod tests {
         registry
             .configure_bulkhead("shared", bulkhead_of(9))
             .unwrap();
-        let after = registry.bulkhead("orders");
-        assert_eq!(after.max_allowed_concurrent_calls(), 9);
-        assert!(!Arc::ptr_eq(&before, &after));
+        assert!(Arc::ptr_eq(&before, &registry.bulkhead("orders")));
+        assert_eq!(before.max_allowed_concurrent_calls(), 9);
 
-        // A change that leaves the derived config as it was keeps its instance (and state).
+        // A change that leaves a derived config as it was leaves its instance alone: an open
+        // breaker stays open.
+        let breaker_config = |window| {
+            CircuitBreakerConfig::builder()
+                .sliding_window(SlidingWindow::CountBased(window))
+                .build()
+                .unwrap()
+        };
         registry
-            .configure_bulkhead(
-                "shared",
-                BulkheadConfig::builder()
-                    .max_concurrent_calls(9)
+            .configure_circuit_breaker("shared", breaker_config(10))
+            .unwrap();
+        registry
+            .configure_circuit_breaker(
+                "orders",
+                CircuitBreakerConfig::builder()
+                    .base("shared")
                     .build()
                     .unwrap(),
             )
             .unwrap();
-        assert!(Arc::ptr_eq(&after, &registry.bulkhead("orders")));
+        let breaker = registry.circuit_breaker("orders");
+        breaker.transition_to_open_state();
+        registry
+            .configure_circuit_breaker("shared", breaker_config(10))
+            .unwrap();
+        assert_eq!(breaker.state(), crate::CircuitState::Open);
+        // One that changes it starts it over.
+        registry
+            .configure_circuit_breaker("shared", breaker_config(20))
+            .unwrap();
+        assert_eq!(breaker.state(), crate::CircuitState::Closed);
+        assert_eq!(
+            breaker.config().sliding_window(),
+            SlidingWindow::CountBased(20)
+        );
     }
 
     #[test]
@@ -842,7 +897,8 @@ mod tests {
             registry.bulkhead("anything").max_allowed_concurrent_calls(),
             3
         );
-        assert!(!Arc::ptr_eq(&unconfigured, &registry.bulkhead("anything")));
+        assert!(Arc::ptr_eq(&unconfigured, &registry.bulkhead("anything")));
+        assert_eq!(unconfigured.max_allowed_concurrent_calls(), 3);
         assert_eq!(
             registry.bulkhead("orders").max_allowed_concurrent_calls(),
             3

@@ -59,6 +59,25 @@ fn each_call_site_borrows_one_interned_plan_per_precedence_and_policy() {
         "an unrelated change keeps the plan"
     );
 
+    // So does configuring the call site's own guards: they change in place, in the plan.
+    global
+        .configure_bulkhead(
+            "interning",
+            BulkheadConfig::builder()
+                .max_concurrent_calls(7)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    let reconfigured = current();
+    assert!(
+        same(&first, &reconfigured),
+        "a configured guard keeps the plan"
+    );
+    let entered = reconfigured.enter().unwrap();
+    assert_eq!(global.bulkhead("interning").available_concurrent_calls(), 6);
+    drop(entered);
+
     // A new precedence is a new plan, in the new order.
     global.set_precedence(Aspect::CircuitBreaker, 10).unwrap();
     let breaker_first = current();
