@@ -245,7 +245,8 @@ impl Bulkhead {
         self.id
     }
 
-    /// The number of permits free right now.
+    /// The number of permits free right now: zero while more calls hold a permit than a
+    /// shrink left room for.
     pub fn available_concurrent_calls(&self) -> u32 {
         self.semaphore.available()
     }
@@ -491,9 +492,10 @@ impl Drop for Waiter<'_> {
 
 /// A snapshot of a bulkhead's counters, from [`Bulkhead::metrics`].
 ///
-/// The counters count since the bulkhead was created. `finished_calls` is derived as the
-/// permitted calls minus those holding a permit, so it may briefly lag behind a permit that a
-/// release has just handed to a waiter.
+/// The counters count since the bulkhead was created; [`Bulkhead::reconfigure`] does not reset
+/// them. `finished_calls` is derived as the permitted calls minus those holding a permit (more
+/// than the limit after a shrink, until the surplus is returned), so it may briefly lag behind a
+/// permit that a release has just handed to a waiter.
 ///
 /// ```
 /// use resilience_runtime::{Bulkhead, BulkheadConfig};
