@@ -457,3 +457,52 @@ fn fairness_turned_on_races_a_release() {
 fn fairness_turned_off_races_a_release() {
     fairness_toggle_races_a_release(true);
 }
+
+/// A newcomer that read the fairness before it was turned on barges into the now fair queue
+/// while a hand-over to its head is under way: the grow of `grow_to` (or, without one, the
+/// release of the held permit) must not hand the head a permit the newcomer already took.
+/// The held permit counts as a call inside, until it is released: after the others are done
+/// when the bulkhead grows (so that three calls inside a bulkhead of 2 cannot go unseen).
+fn stale_newcomer_races_a_fair_hand_over(grow_to: u32) {
+    check(3, move || {
+        let shared = Shared::new(1, false);
+        let held = shared.bulkhead.try_acquire().unwrap();
+        shared.inside.fetch_add(1, Ordering::SeqCst);
+        let waiter = {
+            let shared = shared.clone();
+            thread::spawn(move || shared.acquire_and_call())
+        };
+        let newcomer = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                if let Ok(permit) = shared.bulkhead.try_acquire() {
+                    shared.call();
+                    drop(permit);
+                }
+            })
+        };
+        shared.bulkhead.reconfigure(config(grow_to, true));
+        let mut held = Some(held);
+        if grow_to == 1 {
+            // Without a grow, only this release lets the waiter in.
+            shared.inside.fetch_sub(1, Ordering::SeqCst);
+            held = None;
+        }
+        waiter.join().unwrap();
+        newcomer.join().unwrap();
+        if held.take().is_some() {
+            shared.inside.fetch_sub(1, Ordering::SeqCst);
+        }
+        shared.assert_idle();
+    });
+}
+
+#[test]
+fn stale_newcomer_races_the_hand_over_of_a_grow() {
+    stale_newcomer_races_a_fair_hand_over(2);
+}
+
+#[test]
+fn stale_newcomer_races_the_hand_over_of_a_release() {
+    stale_newcomer_races_a_fair_hand_over(1);
+}

@@ -179,7 +179,9 @@ impl Bulkhead {
     ///
     /// - `max_concurrent_calls` takes effect at once. Permits already held stay held and count
     ///   against the new limit: after shrinking from 10 to 4 with 7 calls in flight, no call is
-    ///   admitted until at most 3 remain in flight (the first 3 releases free no permit). A grow
+    ///   admitted until at most 3 remain in flight (the first 3 releases free no permit). A
+    ///   waiter already handed a permit before the change counts as in flight: it is admitted
+    ///   with that permit. A grow
     ///   frees the extra permits at once and serves waiters with them as releases would: in
     ///   queue order under fair call handling, by waking them under unfair.
     /// - `max_wait_duration` applies to callers that start waiting from now on; a caller

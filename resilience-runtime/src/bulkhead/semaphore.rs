@@ -62,10 +62,13 @@
 //!   barging newcomer). Waiters already handed a permit or notified keep it. Turning it off
 //!   needs nothing: the fair invariant implies the unfair one.
 //! - The hot path reads the fairness (`newcomers_blocked_by`) with a relaxed load and may miss
-//!   a change made at that instant: a newcomer barges once into a fair queue (the late release
-//!   then finds no free permit, as after any newcomer that wins the permit), or is turned away
-//!   once by an unfair one (a caller that may wait re-reads it under the lock before queuing).
-//!   Neither loses a permit or a wake-up.
+//!   a change made at that instant (however long it was preempted since): a newcomer barges
+//!   once into a fair queue, or is turned away once by an unfair one (a caller that may wait
+//!   re-reads it under the lock before queuing). A barging newcomer may take a permit that a
+//!   release or a grow, under the lock, is about to hand to the head of a fair queue: so a
+//!   hand-over takes its permit with a compare-and-swap that checks it is still free, and
+//!   hands nothing if not (the newcomer's own release serves the head later). No permit is
+//!   admitted twice and no wake-up is lost.
 //! - `max` and the free permits are two words: the counts that combine them (permits held)
 //!   are read with reconfigurations excluded, by the caller's lock.
 
@@ -286,30 +289,43 @@ impl Semaphore {
     /// [`wake_next`](Self::wake_next), telling apart "nobody served" (`None`: no permit free,
     /// or nobody queued) from a served waiter that has no waker yet.
     fn serve_head(&self, list: &mut WaitList) -> Option<Wake> {
-        let state = self.state.load(Ordering::Acquire);
-        if free(state) <= 0 {
-            // A newcomer took the freed permit while the queue was briefly empty (fair), barged
-            // in (unfair), or the permit paid off a shrink's surplus: nothing to hand over,
-            // nobody to wake in vain.
+        if list.is_empty() {
             return None;
         }
-        let fair = self.is_fair();
-        let status = if fair {
-            Status::Granted
-        } else {
-            Status::Notified
-        };
-        let wake = list.pop_front(status)?;
-        let clear = if list.is_empty() { HAS_WAITERS } else { 0 };
-        if fair {
-            // The bit is set (the queue was not empty) and, under the lock with the bit set,
-            // nothing but a hand-over (or a shrink, also under the lock) takes a free permit:
-            // the permit is still free.
-            self.state.fetch_sub(PERMIT_UNIT | clear, Ordering::AcqRel);
-        } else if clear != 0 {
+        // The queue's last waiter leaves it: the bit goes with it.
+        let clear = if list.len() == 1 { HAS_WAITERS } else { 0 };
+        if self.is_fair() {
+            // The permit is taken for the head with a compare-and-swap that checks it is still
+            // free: a newcomer that read the fairness before it was turned on may take a free
+            // permit even while the bit is set (it barges once), and a shrink's surplus may
+            // have swallowed it.
+            let mut state = self.state.load(Ordering::Acquire);
+            loop {
+                if free(state) <= 0 {
+                    return None;
+                }
+                match self.state.compare_exchange_weak(
+                    state,
+                    state - (PERMIT_UNIT | clear),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => break,
+                    Err(actual) => state = actual,
+                }
+            }
+            return list.pop_front(Status::Granted);
+        }
+        if free(self.state.load(Ordering::Acquire)) <= 0 {
+            // A newcomer barged in, or the permit paid off a shrink's surplus: nobody to wake
+            // in vain.
+            return None;
+        }
+        let wake = list.pop_front(Status::Notified);
+        if clear != 0 {
             self.state.fetch_and(!HAS_WAITERS, Ordering::AcqRel);
         }
-        Some(wake)
+        wake
     }
 
     /// Changes the limit to `max` and the fairness to `fair`, in place: held permits stay held

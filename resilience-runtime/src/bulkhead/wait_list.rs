@@ -89,7 +89,6 @@ impl WaitList {
     }
 
     /// Number of queued waiters.
-    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.queued
     }
