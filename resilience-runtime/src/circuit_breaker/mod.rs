@@ -230,7 +230,20 @@ impl AtomicReading {
 
     #[inline(always)]
     fn load(&self) -> Reading {
-        match self.0.load(Ordering::Relaxed) {
+        Self::decode(self.load_code())
+    }
+
+    /// The reading's code: compare it with [`code`](Self::code) of another reading rather than
+    /// decoding it (the compiler does not know the byte is a valid code, so a decoded
+    /// comparison costs a few instructions on the closed path).
+    #[inline(always)]
+    fn load_code(&self) -> u8 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    #[inline(always)]
+    fn decode(code: u8) -> Reading {
+        match code {
             0 => Reading::None,
             1 => Reading::Coarse,
             _ => Reading::Precise,
@@ -362,14 +375,17 @@ pub struct CircuitBreaker {
 /// `window`), and publishes the new epoch in `packed` (`Release`) after the atomics. So:
 ///
 /// - a reader under either lock sees one configuration, whole;
-/// - a permit whose epoch comes from `packed` (`Acquire`) or from under `core` reads the values
-///   of its epoch's configuration, or of a later one;
-/// - a record that read any value of a later configuration (lock-free, before taking a lock)
-///   takes its lock after the reconfiguration that wrote it (that value was written inside the
-///   reconfiguration's critical section, which a read preceding our critical section could not
-///   see), and every record compares its permit's epoch with the recording epoch (window lock)
-///   or the epoch (core lock) there: a record that mixed two configurations is discarded, as a
-///   permit of an earlier state is.
+/// - a permit whose epoch comes from `packed` (`Acquire`) or from under `core` reads (after
+///   that) the values of its epoch's configuration, or of a later one;
+/// - a record that read a value of a later configuration without a lock takes its lock after
+///   the reconfiguration that wrote the value released it: the value was written inside that
+///   critical section, and a read cannot see a write that its own critical section is ordered
+///   before;
+/// - every record compares its permit's epoch with `recording_epoch` (under the window's lock)
+///   or `core.epoch` (under `core`) before it lands. So a record that read values of two
+///   configurations, or of a configuration later than its permit's, finds a later epoch and
+///   is discarded, as a permit of an earlier state is; one that lands used its epoch's values
+///   only.
 struct Shared {
     name: Name,
     id: u64,
@@ -1045,11 +1061,11 @@ impl Shared {
     /// when that is the window's reading, else a reading of the window's own.
     #[inline]
     fn window_time(&self, reading: Reading, end: u64) -> u64 {
-        let window_reading = self.window_reading.load();
-        if reading == window_reading {
+        let window_reading = self.window_reading.load_code();
+        if window_reading == AtomicReading::code(reading) {
             end
         } else {
-            self.clock.read(window_reading)
+            self.clock.read(AtomicReading::decode(window_reading))
         }
     }
 
