@@ -3,7 +3,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use once_cell::sync::Lazy;
 
@@ -41,6 +41,9 @@ fn next_generation() -> u64 {
 ///   registry: configuring a name reconfigures its instance in place, so every handle to it
 ///   stays live and its event subscribers keep listening (a breaker starts over with fresh
 ///   metrics; a bulkhead's limit moves at once, the calls in flight counted against it).
+///   Changes apply one at a time; a breaker's subscribers hear of it on the configuring
+///   thread, once the registry's lock is released, so they may use the registry (but not
+///   configure it: that waits for the change that called them).
 /// - **Precedence.** A number per aspect kind; lower runs first (outermost). Defaults:
 ///   bulkhead 100, rate limiter 200, retry 300, circuit breaker 400, time limiter 500.
 /// - **Generation.** Every change of configuration or precedence moves the
@@ -69,6 +72,10 @@ pub struct Registry {
     clock: Clock,
     generation: AtomicU64,
     state: RwLock<State>,
+    /// Held for the whole of a change, so that changes apply one at a time, instances
+    /// included; `state`'s write lock is held only while the tables change (see
+    /// [`Registry::change`]).
+    changing: Mutex<()>,
 }
 
 struct State {
@@ -97,6 +104,7 @@ impl Registry {
                 precedence: Aspect::ALL.map(Aspect::default_precedence),
                 reentrancy: ReentrancyPolicy::default(),
             }),
+            changing: Mutex::new(()),
         }
     }
 
@@ -122,16 +130,29 @@ impl Registry {
         self.state.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Applies `change` under the write lock and moves the generation if it succeeded.
-    fn change<R>(
+    /// Applies `change` under the write lock and moves the generation if it succeeded; then,
+    /// with the lock released, reconfigures the instances it named.
+    ///
+    /// Instances are reconfigured outside the lock because reconfiguring one runs code of the
+    /// user's: a breaker's event subscribers (called on this thread), a bulkhead's woken
+    /// waiters. They may use the registry. Changes still apply one at a time (`changing`), so
+    /// instances end with the configuration the registry records.
+    fn change(
         &self,
-        change: impl FnOnce(&mut State, &Clock) -> Result<R, ConfigError>,
-    ) -> Result<R, ConfigError> {
-        let mut state: RwLockWriteGuard<'_, State> =
-            self.state.write().unwrap_or_else(|e| e.into_inner());
-        let result = change(&mut state, &self.clock)?;
-        self.generation.store(next_generation(), Ordering::Release);
-        Ok(result)
+        change: impl FnOnce(&mut State, &Clock) -> Result<Pending, ConfigError>,
+    ) -> Result<(), ConfigError> {
+        let _changing = self.changing.lock().unwrap_or_else(PoisonError::into_inner);
+        let pending = {
+            let mut state: RwLockWriteGuard<'_, State> =
+                self.state.write().unwrap_or_else(PoisonError::into_inner);
+            let pending = change(&mut state, &self.clock)?;
+            self.generation.store(next_generation(), Ordering::Release);
+            pending
+        };
+        for reconfigure in pending {
+            reconfigure();
+        }
+        Ok(())
     }
 
     // ----- bulkheads -----
@@ -296,7 +317,7 @@ impl Registry {
                 ));
             }
             state.precedence[aspect.index()] = precedence;
-            Ok(())
+            Ok(Pending::new())
         })
     }
 
@@ -318,7 +339,7 @@ impl Registry {
         // Infallible: the closure never returns an error.
         let _ = self.change(|state, _| {
             state.reentrancy = policy;
-            Ok(())
+            Ok(Pending::new())
         });
     }
 
@@ -487,9 +508,13 @@ struct Kind<C, I> {
     instances: HashMap<Name, Arc<I>>,
 }
 
+/// Reconfigurations of instances decided by a change, to run once the registry's lock is
+/// released (see [`Registry::change`]).
+type Pending = Vec<Box<dyn FnOnce() + Send>>;
+
 /// A guard instance as the registry keeps it: created once per name, reconfigured in place.
-trait Instance {
-    type Config;
+trait Instance: Send + Sync + 'static {
+    type Config: Send + 'static;
     fn config(&self) -> Self::Config;
     fn reconfigure(&self, config: Self::Config);
 }
@@ -514,7 +539,7 @@ impl Instance for CircuitBreaker {
     }
 }
 
-impl<C: Config, I: Instance<Config = C>> Kind<C, I> {
+impl<C: Config + Send + 'static, I: Instance<Config = C>> Kind<C, I> {
     fn new(default: C) -> Self {
         Kind {
             default,
@@ -607,11 +632,21 @@ impl<C: Config, I: Instance<Config = C>> Kind<C, I> {
         false
     }
 
-    /// Gives the instance of `name` the configuration `config`: in place if it exists (every
-    /// handle to it stays live, and the plans that hold it stay current), else a new one.
-    fn apply(&mut self, name: &Name, config: C, make: &impl Fn(Name, C) -> I) {
+    /// Gives the instance of `name` the configuration `config`: a new instance if there is
+    /// none, else the existing one reconfigured in place (every handle to it stays live, and
+    /// the plans that hold it stay current), added to `pending`.
+    fn apply(
+        &mut self,
+        name: &Name,
+        config: C,
+        make: &impl Fn(Name, C) -> I,
+        pending: &mut Pending,
+    ) {
         match self.instances.get(name) {
-            Some(instance) => instance.reconfigure(config),
+            Some(instance) => {
+                let instance = Arc::clone(instance);
+                pending.push(Box::new(move || instance.reconfigure(config)));
+            }
             None => {
                 let instance = Arc::new(make(name.clone(), config));
                 self.instances.insert(name.clone(), instance);
@@ -626,7 +661,7 @@ impl<C: Config, I: Instance<Config = C>> Kind<C, I> {
         name: Name,
         config: C,
         make: impl Fn(Name, C) -> I,
-    ) -> Result<(), ConfigError> {
+    ) -> Result<Pending, ConfigError> {
         let get = |n: &str| {
             if n == &*name {
                 Some(&config)
@@ -653,7 +688,8 @@ impl<C: Config, I: Instance<Config = C>> Kind<C, I> {
         }
         self.configs.insert(name.clone(), config);
         self.resolved.insert(name.clone(), own.clone());
-        self.apply(&name, own, &make);
+        let mut pending = Pending::new();
+        self.apply(&name, own, &make, &mut pending);
         for (dependent, resolved) in dependents {
             self.resolved.insert(dependent.clone(), resolved.clone());
             let changed = self
@@ -661,10 +697,10 @@ impl<C: Config, I: Instance<Config = C>> Kind<C, I> {
                 .get(&dependent)
                 .is_none_or(|i| i.config() != resolved);
             if changed {
-                self.apply(&dependent, resolved, &make);
+                self.apply(&dependent, resolved, &make, &mut pending);
             }
         }
-        Ok(())
+        Ok(pending)
     }
 
     /// Replaces the default configuration: re-resolves every named configuration (they all
@@ -673,7 +709,7 @@ impl<C: Config, I: Instance<Config = C>> Kind<C, I> {
         &mut self,
         default: C,
         make: impl Fn(Name, C) -> I,
-    ) -> Result<(), ConfigError> {
+    ) -> Result<Pending, ConfigError> {
         if let Some(base) = default.base() {
             return Err(ConfigError::new(
                 "base",
@@ -685,16 +721,17 @@ impl<C: Config, I: Instance<Config = C>> Kind<C, I> {
             let get = |n: &str| self.configs.get(n);
             resolved.insert(name.clone(), Self::resolve(get, &default, name, raw)?);
         }
+        let mut pending = Pending::new();
         let names: Vec<Name> = self.instances.keys().cloned().collect();
         for name in names {
             let effective = resolved.get(&name).unwrap_or(&default).clone();
             if self.instances[&name].config() != effective {
-                self.apply(&name, effective, &make);
+                self.apply(&name, effective, &make, &mut pending);
             }
         }
         self.resolved = resolved;
         self.default = default;
-        Ok(())
+        Ok(pending)
     }
 }
 
@@ -776,6 +813,44 @@ mod tests {
         assert!(
             events.last().is_some_and(|e| e.starts_with("Reset")),
             "the subscriber still listens: {events:?}"
+        );
+    }
+
+    #[test]
+    fn a_subscriber_may_use_the_registry_while_its_breaker_is_reconfigured() {
+        let registry = Arc::new(Registry::new());
+        let breaker = registry.circuit_breaker("orders");
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (weak, sink) = (Arc::downgrade(&registry), Arc::clone(&seen));
+        // A subscriber that looks the registry up, as a metrics exporter would: it runs on the
+        // configuring thread, which must not hold the registry's lock by then.
+        breaker.subscribe(move |_| {
+            if let Some(registry) = weak.upgrade() {
+                let window = registry.circuit_breaker_config("orders").sliding_window();
+                let other = registry.bulkhead("other").max_allowed_concurrent_calls();
+                sink.lock().unwrap().push((window, other));
+            }
+        });
+        let config = CircuitBreakerConfig::builder()
+            .sliding_window(SlidingWindow::CountBased(10))
+            .build()
+            .unwrap();
+        // On another thread, so that a deadlock fails the test instead of hanging it.
+        let (done, configured) = std::sync::mpsc::channel();
+        let configuring = Arc::clone(&registry);
+        std::thread::spawn(move || {
+            let result = configuring.configure_circuit_breaker("orders", config);
+            let _ = done.send(result);
+        });
+        configured
+            .recv_timeout(Duration::from_secs(30))
+            .expect("configuring deadlocked on a subscriber that uses the registry")
+            .unwrap();
+        // The subscriber saw the registry's new configuration (Reset is its one event).
+        assert_eq!(*seen.lock().unwrap(), [(SlidingWindow::CountBased(10), 25)]);
+        assert_eq!(
+            breaker.config().sliding_window(),
+            SlidingWindow::CountBased(10)
         );
     }
 
