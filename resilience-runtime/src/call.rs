@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 
 use crate::bulkhead::BulkheadPermit;
 use crate::chain::{CallOutcome, Plan};
-use crate::circuit_breaker::CircuitPermit;
+use crate::circuit_breaker::{CircuitBreaker, CircuitPermit};
 use crate::error::Rejected;
 
 /// The permits of a call being made: one slot per implemented aspect kind (a plan holds each
@@ -38,11 +38,12 @@ impl<'a> Held<'a> {
         self.bulkhead = Some(permit);
     }
 
-    #[inline]
-    pub(crate) fn hold_breaker(&mut self, permit: CircuitPermit<'a>) {
+    /// Takes a permit of `breaker` into this call's breaker slot, in place.
+    #[inline(always)]
+    pub(crate) fn acquire_breaker(&mut self, breaker: &'a CircuitBreaker) -> Result<(), Rejected> {
         debug_assert!(self.breaker.is_none(), "a plan holds one circuit breaker");
         self.breaker_outside = self.bulkhead.is_none();
-        self.breaker = Some(permit);
+        breaker.try_acquire_into(&mut self.breaker)
     }
 
     fn is_empty(&self) -> bool {

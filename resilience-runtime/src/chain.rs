@@ -416,10 +416,11 @@ impl Plan {
                         Err(rejected) => return Err(held.rejected(rejected)),
                     }
                 }
-                Step::CircuitBreaker(c) => match c.try_acquire() {
-                    Ok(permit) => held.hold_breaker(permit),
-                    Err(rejected) => return Err(held.rejected(rejected)),
-                },
+                Step::CircuitBreaker(c) => {
+                    if let Err(rejected) = held.acquire_breaker(c) {
+                        return Err(held.rejected(rejected));
+                    }
+                }
             }
         }
         Ok(None)

@@ -648,6 +648,24 @@ impl CircuitBreaker {
         }
     }
 
+    /// [`try_acquire`](Self::try_acquire), writing the permit into `slot`, where the caller
+    /// keeps it: a guarded call holds its permits in place, and a permit built in a temporary
+    /// then copied there was read back in wide loads from the narrow stores that had just
+    /// written it (a store-forwarding stall perf showed on every guarded call).
+    #[inline(always)]
+    pub(crate) fn try_acquire_into<'a>(
+        &'a self,
+        slot: &mut Option<CircuitPermit<'a>>,
+    ) -> Result<(), Rejected> {
+        let (epoch, state) = unpack(self.shared.packed.load(Ordering::Acquire));
+        *slot = Some(if state == CircuitState::Closed {
+            self.timed_permit(epoch, PermitKind::Closed)
+        } else {
+            self.try_acquire_other(epoch, state)?
+        });
+        Ok(())
+    }
+
     /// A permit of a state that permits every call and records it, timed as the breaker's
     /// rules (and its subscribers) need.
     #[inline(always)]
