@@ -1,0 +1,148 @@
+//! The whole guarded call, measured as the best of many short rounds instead of a median:
+//! on a shared machine whose load moves while it runs, the fastest round of each case is the
+//! steadiest figure to compare cases by (the cases are interleaved round by round, so each
+//! sees the same quiet moments). `cargo bench -p resilience-benches --bench best_of [rounds]`.
+//! Criterion's medians (`peers.rs`) are the published table; this is the cross-check.
+
+use std::future::Future;
+use std::hint::black_box;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use resilience_runtime::{
+    bulkhead, circuit_breaker, BulkheadConfig, CircuitBreakerConfig, Guard, Registry, Rejected,
+    SlidingWindow,
+};
+
+#[derive(Debug)]
+struct CallError;
+
+impl From<Rejected> for CallError {
+    fn from(_: Rejected) -> Self {
+        CallError
+    }
+}
+
+fn poll_now<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(output) => output,
+        Poll::Pending => panic!("a measured call must complete in one poll"),
+    }
+}
+
+#[inline(never)]
+async fn bare(x: u32) -> Result<u32, CallError> {
+    Ok(black_box(x) + 1)
+}
+
+#[bulkhead(name = "best-of")]
+#[circuit_breaker(name = "best-of")]
+#[inline(never)]
+async fn guarded(x: u32) -> Result<u32, CallError> {
+    Ok(black_box(x) + 1)
+}
+
+#[bulkhead(name = "best-of")]
+#[circuit_breaker(name = "best-of")]
+#[inline(never)]
+fn guarded_sync(x: u32) -> Result<u32, CallError> {
+    Ok(black_box(x) + 1)
+}
+
+/// One measured call.
+type Case<'a> = Box<dyn FnMut() + 'a>;
+
+/// Nanoseconds per call of `call`, over one round of `CALLS` calls.
+fn round(mut call: impl FnMut()) -> f64 {
+    const CALLS: u32 = 20_000;
+    let start = Instant::now();
+    for _ in 0..CALLS {
+        call();
+    }
+    start.elapsed().as_nanos() as f64 / f64::from(CALLS)
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a number among the arguments is the count of rounds.
+    let rounds: usize = std::env::args()
+        .skip(1)
+        .find_map(|arg| arg.parse().ok())
+        .unwrap_or(200);
+    // The policy of `semaphore+recloser`: 25 permits, count window of 100, no slow-call rule.
+    let registry = Registry::global();
+    registry
+        .configure_bulkhead(
+            "best-of",
+            BulkheadConfig::builder()
+                .max_concurrent_calls(25)
+                .build()
+                .expect("valid bulkhead"),
+        )
+        .expect("bulkhead");
+    registry
+        .configure_circuit_breaker(
+            "best-of",
+            CircuitBreakerConfig::builder()
+                .sliding_window(SlidingWindow::CountBased(100))
+                .minimum_number_of_calls(100)
+                .slow_call_duration_threshold(Duration::MAX)
+                .build()
+                .expect("valid breaker"),
+        )
+        .expect("breaker");
+    let plan = registry
+        .plan(&[
+            Guard::bulkhead("best-of"),
+            Guard::circuit_breaker("best-of"),
+        ])
+        .expect("plan");
+    let semaphore = tokio::sync::Semaphore::new(25);
+    let recloser = recloser::Recloser::custom()
+        .error_rate(0.5)
+        .closed_len(100)
+        .open_wait(Duration::from_secs(3600))
+        .build();
+
+    let mut cases: Vec<(&str, Case)> = vec![
+        ("bare", Box::new(|| drop(poll_now(bare(black_box(1)))))),
+        (
+            "ours_macro",
+            Box::new(|| drop(poll_now(guarded(black_box(1))))),
+        ),
+        (
+            "ours_macro_sync",
+            Box::new(|| drop(guarded_sync(black_box(1)))),
+        ),
+        (
+            "ours_plan",
+            Box::new(|| drop(poll_now(plan.call_async(bare(black_box(1)))))),
+        ),
+        (
+            "ours_plan_sync",
+            Box::new(|| drop(plan.call(|| Ok::<u32, CallError>(black_box(1) + 1)))),
+        ),
+        (
+            "semaphore+recloser",
+            Box::new(|| {
+                let _permit = semaphore.try_acquire().expect("free permit");
+                drop(recloser.call(|| poll_now(bare(black_box(1)))));
+            }),
+        ),
+    ];
+    let mut best = vec![f64::MAX; cases.len()];
+    for _ in 0..rounds {
+        for (case, best) in cases.iter_mut().zip(&mut best) {
+            *best = best.min(round(&mut case.1));
+        }
+    }
+    println!("best of {rounds} rounds of 20 000 calls: ns per call, and over `bare`");
+    let bare = best[0];
+    for ((name, _), best) in cases.iter().zip(&best) {
+        println!("{name:20} {best:6.1}   +{:.1}", best - bare);
+    }
+}
