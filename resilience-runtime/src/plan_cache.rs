@@ -129,7 +129,9 @@ impl PlanCache {
     /// The plan in `registry`, from the cache if it is current, borrowed for a short call.
     ///
     /// In the [global](Registry::global) registry the plan is interned: the handle is a plain
-    /// reference to a plan that lives as long as the program. In any other registry, it
+    /// reference to a plan that lives as long as the program. An interned plan found current
+    /// again keeps the [`generation`](Plan::generation) it was first resolved at: the cache
+    /// knows it current; ask the cache again rather than compare generations. In any other registry, it
     /// borrows the cached plan through `arc-swap` without touching its reference count, using
     /// one of a few borrowing slots the thread shares with every `ArcSwap` in the process:
     /// hold it for a call that does not await, and use [`get_arc`](Self::get_arc) to hold a

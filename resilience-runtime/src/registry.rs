@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -149,8 +150,16 @@ impl Registry {
             self.generation.store(next_generation(), Ordering::Release);
             pending
         };
+        // Every instance is reconfigured even if a subscriber panics on the way: the first
+        // panic resumes once the registry and its instances agree again.
+        let mut panicked = None;
         for reconfigure in pending {
-            reconfigure();
+            if let Err(panic) = panic::catch_unwind(AssertUnwindSafe(reconfigure)) {
+                panicked.get_or_insert(panic);
+            }
+        }
+        if let Some(panic) = panicked {
+            panic::resume_unwind(panic);
         }
         Ok(())
     }
@@ -852,6 +861,51 @@ mod tests {
             breaker.config().sliding_window(),
             SlidingWindow::CountBased(10)
         );
+    }
+
+    #[test]
+    fn a_panicking_subscriber_still_lets_every_instance_take_its_configuration() {
+        let registry = Registry::new();
+        let window = |calls| {
+            CircuitBreakerConfig::builder()
+                .sliding_window(SlidingWindow::CountBased(calls))
+                .build()
+                .unwrap()
+        };
+        registry
+            .configure_circuit_breaker("base", window(10))
+            .unwrap();
+        let derived = CircuitBreakerConfig::builder()
+            .base("base")
+            .build()
+            .unwrap();
+        registry
+            .configure_circuit_breaker("a", derived.clone())
+            .unwrap();
+        registry.configure_circuit_breaker("b", derived).unwrap();
+        let generation = registry.generation();
+        for name in ["base", "a", "b"] {
+            registry
+                .circuit_breaker(name)
+                .subscribe(|_| panic!("a subscriber that panics"));
+        }
+        let changed = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            registry.configure_circuit_breaker("base", window(20))
+        }));
+        assert!(
+            changed.is_err(),
+            "the subscriber's panic reaches the caller"
+        );
+        assert_ne!(registry.generation(), generation);
+        for name in ["base", "a", "b"] {
+            assert_eq!(
+                registry.circuit_breaker(name).config().sliding_window(),
+                SlidingWindow::CountBased(20),
+                "`{name}` took the new configuration"
+            );
+        }
+        // The registry still works.
+        registry.configure_circuit_breaker("c", window(5)).unwrap();
     }
 
     #[test]
