@@ -41,7 +41,8 @@ fn next_generation() -> u64 {
 ///   name never configured gets the default configuration. An instance lives as long as its
 ///   registry: configuring a name reconfigures its instance in place, so every handle to it
 ///   stays live and its event subscribers keep listening (a breaker starts over with fresh
-///   metrics; a bulkhead's limit moves at once, the calls in flight counted against it).
+///   metrics; a bulkhead's limit moves at once, the calls in flight counted against it, and
+///   its counters keep counting).
 ///   Changes apply one at a time; a breaker's subscribers hear of it on the configuring
 ///   thread, once the registry's lock is released, so they may use the registry (but not
 ///   configure it: that waits for the change that called them).

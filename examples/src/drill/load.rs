@@ -228,11 +228,13 @@ pub(crate) async fn run_layout(
     observer: &dyn Observer,
 ) -> Result<RunReport, DrillError> {
     registry.set_precedence(Aspect::CircuitBreaker, layout.breaker_precedence())?;
-    // Fresh instances: state and metrics of the previous layout are gone.
+    // Reconfigured in place: the breaker starts over with fresh metrics; the bulkhead keeps its
+    // counters (they only grow), so this layout's rejections are counted from here.
     registry.configure_bulkhead(ORDERS, config.bulkhead_for(layout)?)?;
     registry.configure_circuit_breaker(ORDERS, config.circuit_breaker_for(layout)?)?;
     let bulkhead = registry.bulkhead(ORDERS);
     let breaker = registry.circuit_breaker(ORDERS);
+    let rejected_before = bulkhead.metrics().rejected_calls();
 
     observer.layout_started(layout, config.duration);
     let started = Instant::now();
@@ -305,6 +307,6 @@ pub(crate) async fn run_layout(
         },
         finished - started,
         config.duration,
-        bulkhead_metrics.rejected_calls(),
+        bulkhead_metrics.rejected_calls() - rejected_before,
     ))
 }
