@@ -2,7 +2,8 @@
 //! on a shared machine whose load moves while it runs, the fastest round of each case is the
 //! steadiest figure to compare cases by (the cases are interleaved round by round, so each
 //! sees the same quiet moments). `cargo bench -p resilience-benches --bench best_of [rounds]`.
-//! Criterion's medians (`peers.rs`) are the published table; this is the cross-check.
+//! Criterion's medians (`peers.rs`) are the published table; this is the cross-check, for the
+//! whole guarded call and for the breaker's closed path by window size.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -11,8 +12,8 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use resilience_runtime::{
-    bulkhead, circuit_breaker, BulkheadConfig, CircuitBreakerConfig, Guard, Registry, Rejected,
-    SlidingWindow,
+    bulkhead, circuit_breaker, BulkheadConfig, CircuitBreaker, CircuitBreakerConfig, Guard,
+    Registry, Rejected, SlidingWindow,
 };
 
 #[derive(Debug)]
@@ -136,4 +137,53 @@ fn main() {
     for (name, best) in names.iter().zip(&best) {
         println!("{name:20} {best:6.1}   +{:.1}", best - bare);
     }
+
+    // `scaling_window`'s cases: one successful call through a closed breaker with the default
+    // 60 s slow-call rule (timed with the coarse clock on Linux), by window size.
+    let windows = [
+        ("count_10", SlidingWindow::CountBased(10)),
+        ("count_10000", SlidingWindow::CountBased(10_000)),
+        ("time_1s", SlidingWindow::TimeBased(1)),
+        ("time_3600s", SlidingWindow::TimeBased(3600)),
+    ];
+    let breakers = windows.map(|(_, window)| {
+        CircuitBreaker::new(
+            "best-of",
+            CircuitBreakerConfig::builder()
+                .failure_rate_threshold(50.0)
+                .sliding_window(window)
+                .minimum_number_of_calls(window.size().min(100))
+                .wait_duration_in_open_state(Duration::from_secs(3600))
+                .build()
+                .expect("valid breaker"),
+        )
+    });
+    let call = |breaker: &CircuitBreaker| {
+        black_box(breaker)
+            .try_acquire()
+            .expect("closed")
+            .record_success();
+    };
+    let mut best = [f64::MAX; 4];
+    for _ in 0..rounds {
+        let times = [
+            round(|| call(&breakers[0])),
+            round(|| call(&breakers[1])),
+            round(|| call(&breakers[2])),
+            round(|| call(&breakers[3])),
+        ];
+        for (best, time) in best.iter_mut().zip(times) {
+            *best = best.min(time);
+        }
+    }
+    println!("\nbreaker closed path by window, best of {rounds} rounds (ns per call)");
+    for ((name, _), best) in windows.iter().zip(&best) {
+        println!("{name:20} {best:6.1}");
+    }
+    let spread = |a: f64, b: f64| a.max(b) / a.min(b);
+    println!(
+        "spread: count {:.2}x, time {:.2}x",
+        spread(best[0], best[1]),
+        spread(best[2], best[3])
+    );
 }
