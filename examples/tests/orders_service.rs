@@ -20,8 +20,21 @@ use tokio::sync::Mutex;
 static SERIAL: Mutex<()> = Mutex::const_new(());
 
 /// Configures the service and serves it on `127.0.0.1:0`; returns its address and a client.
-async fn start(settings: Settings) -> (SocketAddr, Client) {
+/// The bulkhead's counters when a test started: they only grow (reconfiguring the bulkhead
+/// keeps them), and every test configures the same instance of the global registry.
+#[derive(Clone, Copy)]
+struct Before {
+    permitted: u64,
+    rejected: u64,
+}
+
+async fn start(settings: Settings) -> (SocketAddr, Client, Before) {
     service::configure(&settings).expect("valid settings");
+    let metrics = Registry::global().bulkhead(ORDERS).metrics();
+    let before = Before {
+        permitted: metrics.permitted_calls(),
+        rejected: metrics.rejected_calls(),
+    };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind an ephemeral port");
@@ -29,7 +42,7 @@ async fn start(settings: Settings) -> (SocketAddr, Client) {
     tokio::spawn(async move { axum::serve(listener, service::app()).await });
     // No proxy, whatever the environment says: traffic stays on 127.0.0.1.
     let client = Client::builder().no_proxy().build().unwrap();
-    (addr, client)
+    (addr, client, before)
 }
 
 fn settings(max_concurrent_calls: u32, downstream_latency: Duration) -> Settings {
@@ -69,6 +82,13 @@ fn instance<'a>(report: &'a Value, kind: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {kind} `orders` in {report:#}"))
 }
 
+/// A counter of an instance's metrics in the `GET /resilience` report.
+fn counter(instance: &Value, name: &str) -> u64 {
+    instance["metrics"][name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no counter `{name}` in {instance:#}"))
+}
+
 /// A response's status, `Retry-After` header and JSON body.
 async fn parts(response: Response) -> (StatusCode, Option<String>, Value) {
     let status = response.status();
@@ -100,7 +120,7 @@ fn order() -> Value {
 async fn a_full_bulkhead_answers_503_with_retry_after_and_the_breaker_stays_closed() {
     let _serial = SERIAL.lock().await;
     // Two permits, no waiting, a slow downstream.
-    let (addr, client) = start(settings(2, Duration::from_millis(1500))).await;
+    let (addr, client, before) = start(settings(2, Duration::from_millis(1500))).await;
 
     // Two orders take both permits; 18 more arrive while they are in the downstream.
     let mut calls = Vec::new();
@@ -162,15 +182,21 @@ async fn a_full_bulkhead_answers_503_with_retry_after_and_the_breaker_stays_clos
     assert_eq!(metrics.number_of_not_permitted_calls(), 0);
     assert_eq!(u64::from(metrics.number_of_successful_calls()), admitted);
     let bulkhead = registry.bulkhead(ORDERS).metrics();
-    assert_eq!(bulkhead.rejected_calls(), rejected);
-    assert_eq!(bulkhead.permitted_calls(), admitted);
+    assert_eq!(bulkhead.rejected_calls() - before.rejected, rejected);
+    assert_eq!(bulkhead.permitted_calls() - before.permitted, admitted);
 
     // GET /resilience says the same.
     let report = resilience(&client, addr).await;
     let bulkhead = instance(&report, "bulkhead");
     assert_eq!(bulkhead["state"], "accepting", "{bulkhead:#}");
-    assert_eq!(bulkhead["metrics"]["rejected_calls"], rejected);
-    assert_eq!(bulkhead["metrics"]["permitted_calls"], admitted);
+    assert_eq!(
+        counter(bulkhead, "rejected_calls") - before.rejected,
+        rejected
+    );
+    assert_eq!(
+        counter(bulkhead, "permitted_calls") - before.permitted,
+        admitted
+    );
     assert_eq!(bulkhead["metrics"]["available_concurrent_calls"], 2);
     assert_eq!(bulkhead["config"]["max_concurrent_calls"], 2);
     assert_eq!(bulkhead["config"]["max_wait_duration_ms"], 0);
@@ -205,7 +231,7 @@ async fn a_full_bulkhead_answers_503_with_retry_after_and_the_breaker_stays_clos
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forced_open_breaker_answers_503_with_the_fallback_retry_after() {
     let _serial = SERIAL.lock().await;
-    let (addr, client) = start(settings(2, Duration::ZERO)).await;
+    let (addr, client, before) = start(settings(2, Duration::ZERO)).await;
     Registry::global()
         .circuit_breaker(ORDERS)
         .transition_to_forced_open_state();
@@ -224,15 +250,15 @@ async fn a_forced_open_breaker_answers_503_with_the_fallback_retry_after() {
     assert_eq!(breaker["metrics"]["number_of_not_permitted_calls"], 1);
     // The bulkhead ran first and admitted the call that the breaker then refused.
     let bulkhead = instance(&report, "bulkhead");
-    assert_eq!(bulkhead["metrics"]["permitted_calls"], 1);
-    assert_eq!(bulkhead["metrics"]["rejected_calls"], 0);
+    assert_eq!(counter(bulkhead, "permitted_calls") - before.permitted, 1);
+    assert_eq!(counter(bulkhead, "rejected_calls") - before.rejected, 0);
     assert_eq!(bulkhead["metrics"]["available_concurrent_calls"], 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_breaker_answers_503_with_its_remaining_open_time() {
     let _serial = SERIAL.lock().await;
-    let (addr, client) = start(settings(2, Duration::ZERO)).await;
+    let (addr, client, _) = start(settings(2, Duration::ZERO)).await;
     Registry::global()
         .circuit_breaker(ORDERS)
         .transition_to_open_state();
@@ -258,7 +284,7 @@ async fn an_open_breaker_answers_503_with_its_remaining_open_time() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_order_is_422_and_takes_no_permit() {
     let _serial = SERIAL.lock().await;
-    let (addr, client) = start(settings(2, Duration::ZERO)).await;
+    let (addr, client, before) = start(settings(2, Duration::ZERO)).await;
 
     for body in [
         json!({ "item": "book", "qty": 0 }),
@@ -274,7 +300,10 @@ async fn an_invalid_order_is_422_and_takes_no_permit() {
     let (status, _, _) = parts(post_order(&client, addr, order()).await).await;
     assert_eq!(status, StatusCode::OK);
     let registry = Registry::global();
-    assert_eq!(registry.bulkhead(ORDERS).metrics().permitted_calls(), 1);
+    assert_eq!(
+        registry.bulkhead(ORDERS).metrics().permitted_calls() - before.permitted,
+        1
+    );
     assert_eq!(
         registry
             .circuit_breaker(ORDERS)
