@@ -5,41 +5,18 @@
 //! Criterion's medians (`peers.rs`) are the published table; this is the cross-check, for the
 //! whole guarded call and for the breaker's closed path by window size.
 
-use std::future::Future;
+#![allow(missing_docs)]
+
 use std::hint::black_box;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use resilience_runtime::{
     bulkhead, circuit_breaker, BulkheadConfig, CircuitBreaker, CircuitBreakerConfig, Guard,
-    Registry, Rejected, SlidingWindow,
+    Registry, SlidingWindow,
 };
 
-#[derive(Debug)]
-struct CallError;
-
-impl From<Rejected> for CallError {
-    fn from(_: Rejected) -> Self {
-        CallError
-    }
-}
-
-fn poll_now<F: Future>(future: F) -> F::Output {
-    let mut future = pin!(future);
-    match future
-        .as_mut()
-        .poll(&mut Context::from_waker(Waker::noop()))
-    {
-        Poll::Ready(output) => output,
-        Poll::Pending => panic!("a measured call must complete in one poll"),
-    }
-}
-
-#[inline(never)]
-async fn bare(x: u32) -> Result<u32, CallError> {
-    Ok(black_box(x) + 1)
-}
+mod common;
+use common::{bare, poll_now, CallError};
 
 #[bulkhead(name = "best-of")]
 #[circuit_breaker(name = "best-of")]

@@ -16,24 +16,14 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion};
 use resilience_runtime::{
     bulkhead, circuit_breaker, Bulkhead, BulkheadConfig, CircuitBreaker, CircuitBreakerConfig,
-    CircuitBreakerConfigBuilder, Guard, Registry, Rejected, SlidingWindow,
+    CircuitBreakerConfigBuilder, Guard, Registry, SlidingWindow,
 };
 use tower::{Service, ServiceBuilder};
 
-// ---------------------------------------------------------------- helpers
+mod common;
+use common::{bare, poll_now, CallError};
 
-/// Polls a future once with a no-op waker; every future measured here completes at once.
-#[inline(always)]
-fn poll_now<F: Future>(future: F) -> F::Output {
-    let mut future = pin!(future);
-    match future
-        .as_mut()
-        .poll(&mut Context::from_waker(Waker::noop()))
-    {
-        Poll::Ready(output) => output,
-        Poll::Pending => panic!("a measured call must complete in one poll"),
-    }
-}
+// ---------------------------------------------------------------- helpers
 
 /// One call through a tower service: `poll_ready`, `call`, and the response future polled once.
 #[inline(always)]
@@ -88,24 +78,6 @@ fn two_threads<S: Sync>(iters: u64, shared: &S, op: impl Fn(&S) + Sync) -> Durat
         barrier.wait();
         start.elapsed()
     })
-}
-
-#[derive(Debug)]
-struct CallError(Rejected);
-
-impl std::fmt::Display for CallError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-// tower's `LoadShed` wants errors it can box.
-impl std::error::Error for CallError {}
-
-impl From<Rejected> for CallError {
-    fn from(r: Rejected) -> Self {
-        CallError(r)
-    }
 }
 
 fn breaker_config(window: SlidingWindow) -> CircuitBreakerConfig {
@@ -311,11 +283,6 @@ fn bulkhead_admission(c: &mut Criterion) {
 }
 
 // ---------------------------------------------------------------- the whole guarded call
-
-#[inline(never)]
-async fn bare(x: u32) -> Result<u32, CallError> {
-    Ok(black_box(x) + 1)
-}
 
 #[bulkhead(name = "bench")]
 #[circuit_breaker(name = "bench")]

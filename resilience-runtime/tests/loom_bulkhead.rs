@@ -75,6 +75,27 @@ impl Shared {
         self.inside.fetch_sub(1, Ordering::SeqCst);
     }
 
+    /// A thread that waits for a permit and makes one call.
+    fn spawn_waiter(this: &Arc<Self>) -> thread::JoinHandle<()> {
+        let shared = Arc::clone(this);
+        thread::spawn(move || shared.acquire_and_call())
+    }
+
+    /// A thread that makes one call if a permit is free (never waits), asserting at most
+    /// `max` calls inside (by default the bulkhead's limit when it checks).
+    fn spawn_newcomer(this: &Arc<Self>, max: Option<usize>) -> thread::JoinHandle<()> {
+        let shared = Arc::clone(this);
+        thread::spawn(move || {
+            if let Ok(permit) = shared.bulkhead.try_acquire() {
+                match max {
+                    Some(max) => shared.call_within(max),
+                    None => shared.call(),
+                }
+                drop(permit);
+            }
+        })
+    }
+
     /// Waits (async, on loom's executor) for a permit and makes one call.
     fn acquire_and_call(&self) {
         let permit = loom::future::block_on(self.bulkhead.acquire()).expect("waits forever");
@@ -105,15 +126,7 @@ fn try_acquire_never_admits_more_than_max() {
         check(4, move || {
             let shared = Shared::new(1, fair);
             let others: Vec<_> = (0..2)
-                .map(|_| {
-                    let shared = shared.clone();
-                    thread::spawn(move || {
-                        if let Ok(permit) = shared.bulkhead.try_acquire() {
-                            shared.call();
-                            drop(permit);
-                        }
-                    })
-                })
+                .map(|_| Shared::spawn_newcomer(&shared, None))
                 .collect();
             if let Ok(permit) = shared.bulkhead.try_acquire() {
                 shared.call();
@@ -132,10 +145,7 @@ fn try_acquire_never_admits_more_than_max() {
 fn waiters_are_served(fair: bool) {
     check(4, move || {
         let shared = Shared::new(1, fair);
-        let other = {
-            let shared = shared.clone();
-            thread::spawn(move || shared.acquire_and_call())
-        };
+        let other = Shared::spawn_waiter(&shared);
         shared.acquire_and_call();
         other.join().unwrap();
         shared.assert_idle();
@@ -158,19 +168,8 @@ fn newcomer_races_a_waiter(fair: bool) {
     check(4, move || {
         let shared = Shared::new(1, fair);
         let held = shared.bulkhead.try_acquire().unwrap();
-        let waiter = {
-            let shared = shared.clone();
-            thread::spawn(move || shared.acquire_and_call())
-        };
-        let newcomer = {
-            let shared = shared.clone();
-            thread::spawn(move || {
-                if let Ok(permit) = shared.bulkhead.try_acquire() {
-                    shared.call();
-                    drop(permit);
-                }
-            })
-        };
+        let waiter = Shared::spawn_waiter(&shared);
+        let newcomer = Shared::spawn_newcomer(&shared, None);
         drop(held);
         waiter.join().unwrap();
         newcomer.join().unwrap();
@@ -199,10 +198,7 @@ fn cancelled_waiter_loses_nothing(fair: bool) {
             let shared = shared.clone();
             thread::spawn(move || poll_once_and_cancel(&shared))
         };
-        let waiter = {
-            let shared = shared.clone();
-            thread::spawn(move || shared.acquire_and_call())
-        };
+        let waiter = Shared::spawn_waiter(&shared);
         drop(held);
         cancelled.join().unwrap();
         waiter.join().unwrap();
@@ -247,15 +243,7 @@ fn release_finds_a_different_queue(fair: bool) {
                 shared.acquire_and_call();
             })
         };
-        let newcomer = {
-            let shared = shared.clone();
-            thread::spawn(move || {
-                if let Ok(permit) = shared.bulkhead.try_acquire() {
-                    shared.call();
-                    drop(permit);
-                }
-            })
-        };
+        let newcomer = Shared::spawn_newcomer(&shared, None);
         drop(held);
         returning.join().unwrap();
         newcomer.join().unwrap();
@@ -277,12 +265,7 @@ fn unfair_release_finds_a_different_queue() {
 fn two_permits_three_waiters(fair: bool) {
     check(4, move || {
         let shared = Shared::new(2, fair);
-        let others: Vec<_> = (0..2)
-            .map(|_| {
-                let shared = shared.clone();
-                thread::spawn(move || shared.acquire_and_call())
-            })
-            .collect();
+        let others: Vec<_> = (0..2).map(|_| Shared::spawn_waiter(&shared)).collect();
         shared.acquire_and_call();
         for other in others {
             other.join().unwrap();
@@ -350,19 +333,8 @@ fn grow_serves_a_waiter(fair: bool) {
     check(3, move || {
         let shared = Shared::new(1, fair);
         let held = shared.bulkhead.try_acquire().unwrap();
-        let waiter = {
-            let shared = shared.clone();
-            thread::spawn(move || shared.acquire_and_call())
-        };
-        let newcomer = {
-            let shared = shared.clone();
-            thread::spawn(move || {
-                if let Ok(permit) = shared.bulkhead.try_acquire() {
-                    shared.call_within(1);
-                    drop(permit);
-                }
-            })
-        };
+        let waiter = Shared::spawn_waiter(&shared);
+        let newcomer = Shared::spawn_newcomer(&shared, Some(1));
         shared.bulkhead.reconfigure(config(2, fair));
         waiter.join().unwrap();
         newcomer.join().unwrap();
@@ -432,12 +404,7 @@ fn fairness_toggle_races_a_release(from_fair: bool) {
     check(3, move || {
         let shared = Shared::new(1, from_fair);
         let held = shared.bulkhead.try_acquire().unwrap();
-        let waiters: Vec<_> = (0..2)
-            .map(|_| {
-                let shared = shared.clone();
-                thread::spawn(move || shared.acquire_and_call())
-            })
-            .collect();
+        let waiters: Vec<_> = (0..2).map(|_| Shared::spawn_waiter(&shared)).collect();
         drop(held);
         shared.bulkhead.reconfigure(config(1, !from_fair));
         for waiter in waiters {
@@ -468,19 +435,8 @@ fn stale_newcomer_races_a_fair_hand_over(grow_to: u32) {
         let shared = Shared::new(1, false);
         let held = shared.bulkhead.try_acquire().unwrap();
         shared.inside.fetch_add(1, Ordering::SeqCst);
-        let waiter = {
-            let shared = shared.clone();
-            thread::spawn(move || shared.acquire_and_call())
-        };
-        let newcomer = {
-            let shared = shared.clone();
-            thread::spawn(move || {
-                if let Ok(permit) = shared.bulkhead.try_acquire() {
-                    shared.call();
-                    drop(permit);
-                }
-            })
-        };
+        let waiter = Shared::spawn_waiter(&shared);
+        let newcomer = Shared::spawn_newcomer(&shared, None);
         shared.bulkhead.reconfigure(config(grow_to, true));
         let mut held = Some(held);
         if grow_to == 1 {

@@ -501,20 +501,20 @@ impl Semaphore {
 
     /// Callers holding a place in the queue (queued, woken or handed a permit but not yet
     /// back), and of those the ones still queued.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(super) fn waiters(&self) -> (usize, usize) {
         let list = lock(&self.waiters);
         (list.waiters(), list.len())
     }
 
     /// Whether the `HAS_WAITERS` bit is set.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(super) fn has_waiters_bit(&self) -> bool {
         self.state.load(Ordering::Relaxed) & HAS_WAITERS != 0
     }
 
     /// Sets the permitted-calls field (tests of its wrap-around).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(super) fn set_permitted_field(&self, value: u64) {
         let state = self.state.load(Ordering::Relaxed);
         let field = value & COUNT_FIELD_MAX;
