@@ -759,6 +759,14 @@ mod tests {
             .unwrap()
     }
 
+    /// A breaker configuration with a count window of `calls`, the rest default.
+    fn breaker_of(calls: u32) -> CircuitBreakerConfig {
+        CircuitBreakerConfig::builder()
+            .sliding_window(SlidingWindow::CountBased(calls))
+            .build()
+            .unwrap()
+    }
+
     #[test]
     fn registries_are_send_and_sync_and_the_global_one_is_unique() {
         fn assert_send_sync<T: Send + Sync>() {}
@@ -801,13 +809,7 @@ mod tests {
         breaker.subscribe(move |event| sink.lock().unwrap().push(format!("{event:?}")));
         breaker.transition_to_open_state();
         registry
-            .configure_circuit_breaker(
-                "orders",
-                CircuitBreakerConfig::builder()
-                    .sliding_window(SlidingWindow::CountBased(10))
-                    .build()
-                    .unwrap(),
-            )
+            .configure_circuit_breaker("orders", breaker_of(10))
             .unwrap();
         assert!(Arc::ptr_eq(&breaker, &registry.circuit_breaker("orders")));
         assert_eq!(
@@ -841,10 +843,7 @@ mod tests {
                 sink.lock().unwrap().push((window, other));
             }
         });
-        let config = CircuitBreakerConfig::builder()
-            .sliding_window(SlidingWindow::CountBased(10))
-            .build()
-            .unwrap();
+        let config = breaker_of(10);
         // On another thread, so that a deadlock fails the test instead of hanging it.
         let (done, configured) = std::sync::mpsc::channel();
         let configuring = Arc::clone(&registry);
@@ -867,14 +866,8 @@ mod tests {
     #[test]
     fn a_panicking_subscriber_still_lets_every_instance_take_its_configuration() {
         let registry = Registry::new();
-        let window = |calls| {
-            CircuitBreakerConfig::builder()
-                .sliding_window(SlidingWindow::CountBased(calls))
-                .build()
-                .unwrap()
-        };
         registry
-            .configure_circuit_breaker("base", window(10))
+            .configure_circuit_breaker("base", breaker_of(10))
             .unwrap();
         let derived = CircuitBreakerConfig::builder()
             .base("base")
@@ -891,7 +884,7 @@ mod tests {
                 .subscribe(|_| panic!("a subscriber that panics"));
         }
         let changed = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            registry.configure_circuit_breaker("base", window(20))
+            registry.configure_circuit_breaker("base", breaker_of(20))
         }));
         assert!(
             changed.is_err(),
@@ -906,7 +899,9 @@ mod tests {
             );
         }
         // The registry still works.
-        registry.configure_circuit_breaker("c", window(5)).unwrap();
+        registry
+            .configure_circuit_breaker("c", breaker_of(5))
+            .unwrap();
     }
 
     #[test]
@@ -974,14 +969,8 @@ mod tests {
 
         // A change that leaves a derived config as it was leaves its instance alone: an open
         // breaker stays open.
-        let breaker_config = |window| {
-            CircuitBreakerConfig::builder()
-                .sliding_window(SlidingWindow::CountBased(window))
-                .build()
-                .unwrap()
-        };
         registry
-            .configure_circuit_breaker("shared", breaker_config(10))
+            .configure_circuit_breaker("shared", breaker_of(10))
             .unwrap();
         registry
             .configure_circuit_breaker(
@@ -995,12 +984,12 @@ mod tests {
         let breaker = registry.circuit_breaker("orders");
         breaker.transition_to_open_state();
         registry
-            .configure_circuit_breaker("shared", breaker_config(10))
+            .configure_circuit_breaker("shared", breaker_of(10))
             .unwrap();
         assert_eq!(breaker.state(), crate::CircuitState::Open);
         // One that changes it starts it over.
         registry
-            .configure_circuit_breaker("shared", breaker_config(20))
+            .configure_circuit_breaker("shared", breaker_of(20))
             .unwrap();
         assert_eq!(breaker.state(), crate::CircuitState::Closed);
         assert_eq!(
