@@ -1,8 +1,7 @@
 //! Timeouts for async waits on any executor: tokio's timer inside a tokio runtime (so paused
 //! test time applies), else one shared timer thread.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::{pin, Pin};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -38,7 +37,11 @@ pub(crate) async fn timeout<F: Future>(limit: Duration, future: F) -> Option<F::
     .await
 }
 
-/// The shared timer: deadlines in a heap, the wakers of the sleeps still waiting.
+/// The shared timer: the wakers of the sleeps still waiting, ordered by deadline.
+///
+/// Written here rather than taken from `futures-timer` (which also removes a dropped delay's
+/// entry): it is one ordered map and one thread, and it lets the tests check that the timer
+/// holds exactly the sleeps still waiting.
 struct Timer {
     state: Mutex<State>,
     changed: Condvar,
@@ -47,8 +50,10 @@ struct Timer {
 #[derive(Default)]
 struct State {
     next_id: u64,
-    deadlines: BinaryHeap<Reverse<(Instant, u64)>>,
-    wakers: HashMap<u64, Waker>,
+    /// One entry per sleep still waiting, keyed by `(deadline, id)`: the first entry is the
+    /// next to wake, and a sleep dropped before its deadline removes its own entry, so the map
+    /// never holds more than the sleeps alive (a long sleep does not pin finished ones).
+    sleeps: BTreeMap<(Instant, u64), Waker>,
     running: bool,
 }
 
@@ -61,22 +66,17 @@ fn lock() -> MutexGuard<'static, State> {
     TIMER.state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The timer thread: wakes each sleep at its deadline. A sleep dropped before its deadline
-/// removes its waker; its heap entry is discarded when it comes up.
+/// The timer thread: wakes each sleep at its deadline.
 fn run() {
     let mut state = lock();
     loop {
         let now = Instant::now();
         let mut due = Vec::new();
-        while let Some(Reverse((deadline, id))) = state.deadlines.peek().copied() {
-            if !state.wakers.contains_key(&id) {
-                state.deadlines.pop();
-            } else if deadline <= now {
-                state.deadlines.pop();
-                due.extend(state.wakers.remove(&id));
-            } else {
+        while let Some(entry) = state.sleeps.first_entry() {
+            if entry.key().0 > now {
                 break;
             }
+            due.push(entry.remove());
         }
         if !due.is_empty() {
             drop(state);
@@ -84,8 +84,8 @@ fn run() {
             state = lock();
             continue;
         }
-        state = match state.deadlines.peek() {
-            Some(Reverse((deadline, _))) => {
+        state = match state.sleeps.first_key_value() {
+            Some(((deadline, _), _)) => {
                 let wait = deadline.saturating_duration_since(now);
                 TIMER
                     .changed
@@ -101,7 +101,8 @@ fn run() {
 /// A future that completes at `deadline`.
 struct Sleep {
     deadline: Instant,
-    registration: Option<u64>,
+    /// The key of its entry in [`State::sleeps`], once registered.
+    registration: Option<(Instant, u64)>,
 }
 
 impl Future for Sleep {
@@ -113,19 +114,18 @@ impl Future for Sleep {
         }
         let mut state = lock();
         match self.registration {
-            Some(id) => {
-                // Still waiting (the timer removes the waker when it fires).
-                match state.wakers.get_mut(&id) {
+            Some(key) => {
+                // Still waiting (the timer removes the entry when it fires).
+                match state.sleeps.get_mut(&key) {
                     Some(waker) => waker.clone_from(cx.waker()),
                     None => return Poll::Ready(()),
                 }
             }
             None => {
-                let id = state.next_id;
+                let key = (self.deadline, state.next_id);
                 state.next_id += 1;
-                state.wakers.insert(id, cx.waker().clone());
-                state.deadlines.push(Reverse((self.deadline, id)));
-                self.registration = Some(id);
+                state.sleeps.insert(key, cx.waker().clone());
+                self.registration = Some(key);
                 if !state.running {
                     state.running = true;
                     let spawned = std::thread::Builder::new()
@@ -134,6 +134,8 @@ impl Future for Sleep {
                     if spawned.is_err() {
                         // No thread to wait on: give up waiting rather than hang.
                         state.running = false;
+                        state.sleeps.remove(&key);
+                        self.registration = None;
                         return Poll::Ready(());
                     }
                 }
@@ -147,10 +149,16 @@ impl Future for Sleep {
 
 impl Drop for Sleep {
     fn drop(&mut self) {
-        if let Some(id) = self.registration {
-            lock().wakers.remove(&id);
+        if let Some(key) = self.registration {
+            lock().sleeps.remove(&key);
         }
     }
+}
+
+/// The number of sleeps the shared timer holds (for tests).
+#[cfg(test)]
+fn sleeps_held() -> usize {
+    lock().sleeps.len()
 }
 
 #[cfg(test)]
@@ -210,6 +218,61 @@ mod tests {
         for handle in handles {
             handle.join().unwrap();
         }
+    }
+
+    /// A future that is pending once (it wakes itself), then ready: its timeout registers.
+    fn pending_once() -> impl Future<Output = ()> {
+        let mut polled = false;
+        std::future::poll_fn(move |cx| {
+            if polled {
+                Poll::Ready(())
+            } else {
+                polled = true;
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+        })
+    }
+
+    #[test]
+    fn finished_waits_leave_nothing_behind_a_long_one() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+
+        // A wait of an hour registers first; then 2 000 waits with later deadlines finish one
+        // after the other. The timer holds the long one and nothing of the others. (Before,
+        // a finished wait's entry was discarded only once it reached the head of the queue,
+        // which the long wait held: the queue grew by one entry per finished wait.)
+        let done = Arc::new(AtomicBool::new(false));
+        let long = {
+            let done = Arc::clone(&done);
+            std::thread::spawn(move || {
+                let until_done = std::future::poll_fn(|_| {
+                    if done.load(Ordering::Acquire) {
+                        Poll::Ready(())
+                    } else {
+                        Poll::Pending
+                    }
+                });
+                block_on(timeout(Duration::from_secs(3_600), until_done))
+            })
+        };
+        while sleeps_held() == 0 {
+            std::thread::yield_now();
+        }
+        let before = sleeps_held();
+        for _ in 0..2_000 {
+            let finished = block_on(timeout(Duration::from_secs(7_200), pending_once()));
+            assert_eq!(finished, Some(()));
+        }
+        // Other tests of this binary may hold a few sleeps of their own meanwhile.
+        let after = sleeps_held();
+        assert!(
+            after < before + 100,
+            "{after} sleeps held after 2 000 finished waits, {before} before"
+        );
+        done.store(true, Ordering::Release);
+        long.thread().unpark();
+        assert_eq!(long.join().unwrap(), Some(()));
     }
 
     #[test]
