@@ -379,7 +379,7 @@ fn guarded_call(c: &mut Criterion) {
 fn open_rejection(c: &mut Criterion) {
     let mut g = c.benchmark_group("open_rejection");
     let ours = ours_breaker(SlidingWindow::CountBased(100));
-    ours.transition_to_open_state();
+    ours.transition_to_open_state().unwrap();
     g.bench_function("ours", |b| {
         b.iter(|| black_box(black_box(&ours).try_acquire()).unwrap_err())
     });

@@ -374,7 +374,7 @@ mod tests {
         breaker.transition_to_forced_open_state();
         let report = resilience_report(&registry);
         assert_eq!(report["instances"][0]["state"], "forced_open");
-        breaker.transition_to_half_open_state();
+        breaker.transition_to_half_open_state().unwrap();
         let report = resilience_report(&registry);
         assert_eq!(report["instances"][0]["state"], "half_open");
         assert_eq!(report["precedence"][0], "bulkhead");

@@ -261,7 +261,8 @@ async fn an_open_breaker_answers_503_with_its_remaining_open_time() {
     let (addr, client, _) = start(settings(2, Duration::ZERO)).await;
     Registry::global()
         .circuit_breaker(ORDERS)
-        .transition_to_open_state();
+        .transition_to_open_state()
+        .unwrap();
 
     let (status, retry_after, body) = parts(post_order(&client, addr, order()).await).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);

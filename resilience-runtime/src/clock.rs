@@ -76,9 +76,23 @@ impl Clock {
                     .as_secs()
                     .saturating_mul(1_000_000_000)
                     .saturating_add(u64::from(elapsed.subsec_nanos()))
+                    .min(END)
             }
         }
     }
+}
+
+/// The last reading of any clock, in nanoseconds since its origin (about 584 years): a clock
+/// that gets there stays there. `u64::MAX` is never read, so it can mean "no deadline".
+pub(crate) const END: u64 = u64::MAX - 1;
+
+/// The deadline `wait` after the reading `now`. One past the clock's [`END`] saturates to
+/// `u64::MAX`, which no reading reaches: a wait that would end after the end of time never
+/// ends, and a deadline at or before `END` is reached when the clock gets there.
+#[inline]
+pub(crate) fn deadline_after(now: u64, wait: Duration) -> u64 {
+    let wait = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
+    now.saturating_add(wait)
 }
 
 /// Which reading of a [`Clock`] a guard takes for one purpose (the time of a call, the time of
@@ -215,12 +229,12 @@ impl ManualClock {
         ManualClock::default()
     }
 
-    /// Moves the clock forward by `by`.
+    /// Moves the clock forward by `by`. A clock stops at its end, about 584 years after its
+    /// origin (`advance(Duration::MAX)` takes it there): it never moves past it.
     pub fn advance(&self, by: Duration) {
-        let by = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
         let mut current = self.nanos.load(Ordering::Relaxed);
         loop {
-            let next = current.saturating_add(by);
+            let next = deadline_after(current, by).min(END);
             match self.nanos.compare_exchange_weak(
                 current,
                 next,
@@ -248,6 +262,23 @@ impl fmt::Debug for ManualClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_manual_clock_stops_at_its_end_below_no_deadline() {
+        let manual = ManualClock::new();
+        let clock = Clock::from(manual.clone());
+        manual.advance(Duration::MAX);
+        assert_eq!(clock.now_nanos(), END);
+        manual.advance(Duration::from_secs(1));
+        assert_eq!(clock.now_nanos(), END, "it stays at its end");
+        assert!(clock.now_nanos() < u64::MAX);
+        assert_eq!(deadline_after(END, Duration::ZERO), END, "reached");
+        assert_eq!(
+            deadline_after(END, Duration::from_nanos(1)),
+            u64::MAX,
+            "never"
+        );
+    }
 
     #[test]
     fn a_manual_clock_never_uses_the_coarse_clock() {

@@ -28,8 +28,8 @@ pub use call_site::{CallSite, UnconfiguredGuard, Validation};
 pub use chain::{CallOutcome, Guard, Plan, ReentrancyPolicy};
 pub use circuit_breaker::{
     CircuitBreaker, CircuitBreakerConfig, CircuitBreakerConfigBuilder, CircuitBreakerEvent,
-    CircuitBreakerMetrics, CircuitPermit, CircuitState, OpenStateBackoff, SlidingWindow,
-    SubscriptionId,
+    CircuitBreakerMetrics, CircuitPermit, CircuitState, IllegalStateTransition, OpenStateBackoff,
+    SlidingWindow, SubscriptionId,
 };
 pub use clock::{Clock, ManualClock};
 pub use error::{ConfigError, Rejected};

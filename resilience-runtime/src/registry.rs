@@ -244,9 +244,9 @@ impl Registry {
     }
 
     /// Installs `config` for the circuit breaker `name` and reconfigures its instance in place
-    /// (see [`CircuitBreaker::reconfigure`]: it starts over, closed, with fresh metrics);
-    /// configurations based on it are re-resolved, and their instances reconfigured if their
-    /// effective configuration changed.
+    /// (see [`CircuitBreaker::reconfigure`]: it starts over in its initial state, with fresh
+    /// metrics); configurations based on it are re-resolved, and their instances reconfigured
+    /// if their effective configuration changed.
     ///
     /// # Errors
     ///
@@ -592,10 +592,12 @@ impl<C: Config + Send + 'static, I: Instance<Config = C>> Kind<C, I> {
         C: 'a,
     {
         let mut chain: Vec<&str> = vec![name];
+        // The names seen, for a cycle check that stays linear in a chain of any depth.
+        let mut seen: HashSet<&str> = HashSet::from([name]);
         let mut layers = vec![config];
         let mut current = config;
         while let Some(base) = current.base() {
-            if chain.contains(&base) {
+            if !seen.insert(base) {
                 chain.push(base);
                 return Err(ConfigError::new(
                     "base",
@@ -625,14 +627,21 @@ impl<C: Config + Send + 'static, I: Instance<Config = C>> Kind<C, I> {
         Ok(resolved)
     }
 
-    /// Whether the base chain of `name` (within `get`) passes through `target`.
-    fn depends_on<'a>(get: impl Fn(&str) -> Option<&'a C>, name: &str, target: &str) -> bool
+    /// Whether the base chain of `name` (within `get`, which holds at most `configs`
+    /// configurations) passes through `target`, however deep the chain is.
+    fn depends_on<'a>(
+        get: impl Fn(&str) -> Option<&'a C>,
+        configs: usize,
+        name: &str,
+        target: &str,
+    ) -> bool
     where
         C: 'a,
     {
         let mut current = get(name);
-        // A chain longer than the number of configurations is a cycle; `resolve` reports it.
-        for _ in 0..=64 {
+        // A chain of more steps than there are configurations goes round a cycle, which
+        // `resolve` reports; without one, every step is taken.
+        for _ in 0..=configs {
             match current.and_then(|c| c.base()) {
                 Some(base) if base == target => return true,
                 Some(base) => current = get(base),
@@ -682,7 +691,9 @@ impl<C: Config + Send + 'static, I: Instance<Config = C>> Kind<C, I> {
         let own = Self::resolve(get, &self.default, &name, &config)?;
         let mut dependents = Vec::new();
         for derived in &self.derived {
-            if *derived != name && Self::depends_on(get, derived, &name) {
+            // `get` sees every configuration, and `name`'s if it is new.
+            let configs = self.configs.len() + 1;
+            if *derived != name && Self::depends_on(get, configs, derived, &name) {
                 let raw = &self.configs[derived];
                 dependents.push((
                     derived.clone(),
@@ -807,7 +818,7 @@ mod tests {
         let events = Arc::new(std::sync::Mutex::new(Vec::new()));
         let sink = Arc::clone(&events);
         breaker.subscribe(move |event| sink.lock().unwrap().push(format!("{event:?}")));
-        breaker.transition_to_open_state();
+        breaker.transition_to_open_state().unwrap();
         registry
             .configure_circuit_breaker("orders", breaker_of(10))
             .unwrap();
@@ -982,7 +993,7 @@ mod tests {
             )
             .unwrap();
         let breaker = registry.circuit_breaker("orders");
-        breaker.transition_to_open_state();
+        breaker.transition_to_open_state().unwrap();
         registry
             .configure_circuit_breaker("shared", breaker_of(10))
             .unwrap();
@@ -1077,6 +1088,92 @@ mod tests {
             )
             .unwrap_err();
         assert_eq!(err.field(), "base");
+    }
+
+    #[test]
+    fn a_change_reaches_every_level_of_a_deep_chain_of_bases() {
+        // c0 <- c1 <- ... <- c99, each level configured and its instance created.
+        let registry = Registry::new();
+        registry.configure_bulkhead("c0", bulkhead_of(5)).unwrap();
+        for level in 1..100 {
+            let derived = BulkheadConfig::builder()
+                .base(format!("c{}", level - 1))
+                .build()
+                .unwrap();
+            registry
+                .configure_bulkhead(format!("c{level}"), derived)
+                .unwrap();
+        }
+        let instances: Vec<_> = (0..100)
+            .map(|level| registry.bulkhead(&format!("c{level}")))
+            .collect();
+        registry.configure_bulkhead("c0", bulkhead_of(7)).unwrap();
+        for (level, bulkhead) in instances.iter().enumerate() {
+            assert_eq!(
+                bulkhead.max_allowed_concurrent_calls(),
+                7,
+                "level {level} took the new base"
+            );
+            assert_eq!(
+                registry
+                    .bulkhead_config(&format!("c{level}"))
+                    .max_concurrent_calls(),
+                7
+            );
+        }
+    }
+
+    #[test]
+    fn a_derived_config_is_validated_against_its_base_not_the_defaults() {
+        let registry = Registry::new();
+        let fast = CircuitBreakerConfig::builder()
+            .wait_duration_in_open_state(Duration::from_millis(10))
+            .build()
+            .unwrap();
+        registry.configure_circuit_breaker("fast", fast).unwrap();
+        // The default open wait (60 s) is above the backoff's maximum; the base's 10 ms is not.
+        let derived = CircuitBreakerConfig::builder()
+            .base("fast")
+            .open_state_backoff(2.0, Duration::from_millis(50))
+            .build()
+            .expect("nothing this builder sets contradicts itself");
+        registry
+            .configure_circuit_breaker("search", derived.clone())
+            .unwrap();
+        let resolved = registry.circuit_breaker("search").config();
+        assert_eq!(
+            resolved.wait_duration_in_open_state(),
+            Duration::from_millis(10)
+        );
+        assert_eq!(
+            resolved.open_state_backoff().map(|b| b.max_wait()),
+            Some(Duration::from_millis(50))
+        );
+        // On a base whose wait is longer than the maximum, the merged configuration is refused
+        // when the registry installs it, and nothing changes.
+        let slow = CircuitBreakerConfig::builder()
+            .wait_duration_in_open_state(Duration::from_secs(1))
+            .build()
+            .unwrap();
+        registry.configure_circuit_breaker("slow", slow).unwrap();
+        let on_slow = CircuitBreakerConfig::builder()
+            .base("slow")
+            .open_state_backoff(2.0, Duration::from_millis(50))
+            .build()
+            .unwrap();
+        let refused = registry
+            .configure_circuit_breaker("search", on_slow)
+            .unwrap_err();
+        assert_eq!(refused.field(), "open_state_backoff");
+        assert_eq!(registry.circuit_breaker("search").config(), resolved);
+        // And what the builder does set is still checked at once.
+        let contradicts_itself = CircuitBreakerConfig::builder()
+            .base("fast")
+            .wait_duration_in_open_state(Duration::from_secs(1))
+            .open_state_backoff(2.0, Duration::from_millis(50))
+            .build()
+            .unwrap_err();
+        assert_eq!(contradicts_itself.field(), "open_state_backoff");
     }
 
     #[test]

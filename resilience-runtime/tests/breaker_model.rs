@@ -29,6 +29,7 @@ struct Settings {
     probes: u32,
     half_open_max_ms: u64,
     record_rejections: bool,
+    initial_state: CircuitState,
 }
 
 impl Settings {
@@ -47,7 +48,8 @@ impl Settings {
             .automatic_transition_from_open_to_half_open(self.automatic)
             .permitted_calls_in_half_open_state(self.probes)
             .max_wait_duration_in_half_open_state(Duration::from_millis(self.half_open_max_ms))
-            .record_rejections(self.record_rejections);
+            .record_rejections(self.record_rejections)
+            .initial_state(self.initial_state);
         if self.backoff {
             b = b.open_state_backoff(2.0, Duration::from_millis(self.wait_ms * 4));
         }
@@ -71,6 +73,11 @@ fn settings() -> impl Strategy<Value = Settings> {
         1u32..=3,
         prop_oneof![Just(0u64), 2_000u64..=6_000],
         any::<bool>(),
+        prop_oneof![
+            4 => Just(CircuitState::Closed),
+            1 => Just(CircuitState::Open),
+            1 => Just(CircuitState::MetricsOnly),
+        ],
     )
         .prop_map(
             |(
@@ -85,6 +92,7 @@ fn settings() -> impl Strategy<Value = Settings> {
                 probes,
                 half_open_max_ms,
                 record_rejections,
+                initial_state,
             )| Settings {
                 window,
                 minimum,
@@ -97,6 +105,7 @@ fn settings() -> impl Strategy<Value = Settings> {
                 probes,
                 half_open_max_ms,
                 record_rejections,
+                initial_state,
             },
         )
 }
@@ -117,6 +126,8 @@ enum Op {
     Finish(usize, Fin),
     Advance(u64),
     Manual(CircuitState),
+    /// `transition_to_open_state_for` this many milliseconds.
+    OpenFor(u64),
     Reset,
     Reconfigure(Settings),
 }
@@ -143,6 +154,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => prop_oneof![Just(0u64), 1u64..400, Just(1_000), 1_000u64..3_000]
             .prop_map(Op::Advance),
         1 => state.prop_map(Op::Manual),
+        1 => (0u64..3_000).prop_map(Op::OpenFor),
         1 => Just(Op::Reset),
         1 => settings().prop_map(Op::Reconfigure),
     ]
@@ -250,13 +262,42 @@ impl Model {
         wait
     }
 
+    /// Whether a manual transition is allowed: every pair but closed → half-open and
+    /// metrics-only → open or half-open (Resilience4j's table).
+    fn allowed(&self, to: CircuitState) -> bool {
+        !matches!(
+            (self.state, to),
+            (CircuitState::Closed, CircuitState::HalfOpen)
+                | (
+                    CircuitState::MetricsOnly,
+                    CircuitState::Open | CircuitState::HalfOpen
+                )
+        )
+    }
+
+    /// Starts over in `to` with nothing of the state left (a reset, a reconfiguration).
+    fn restart(&mut self, to: CircuitState, now: u64) {
+        self.window.clear();
+        self.probes.clear();
+        self.metrics_from_probes = false;
+        self.rate_exceeded = false;
+        self.not_permitted = 0;
+        self.openings = 0;
+        self.transition(to, now);
+    }
+
     fn transition(&mut self, to: CircuitState, now: u64) {
+        self.transition_with(to, None, now);
+    }
+
+    /// A transition; to open for `open_for` nanoseconds if given.
+    fn transition_with(&mut self, to: CircuitState, open_for: Option<u64>, now: u64) {
         self.epoch += 1;
         self.deadline = None;
         match to {
             CircuitState::Open => {
                 self.openings += 1;
-                self.deadline = Some(now + self.wait_ns());
+                self.deadline = Some(now + open_for.unwrap_or_else(|| self.wait_ns()));
             }
             CircuitState::HalfOpen => {
                 self.probes.clear();
@@ -351,7 +392,7 @@ impl Model {
                 return;
             }
         };
-        let slow = self.s.slow_ms != SLOW_OFF && now - permit.start >= self.s.slow_ms * MS;
+        let slow = self.s.slow_ms != SLOW_OFF && now - permit.start > self.s.slow_ms * MS;
         let call = (now, failed, slow);
         match self.state {
             CircuitState::Closed | CircuitState::MetricsOnly => {
@@ -439,7 +480,11 @@ fn seen(cb: &CircuitBreaker) -> Seen {
 fn run(s: Settings, ops: Vec<Op>) -> Result<(), TestCaseError> {
     let clock = ManualClock::new();
     let cb = CircuitBreaker::with_clock("model", s.config(), Clock::from(clock.clone()));
+    let initial = s.initial_state;
     let mut model = Model::new(s);
+    if initial != CircuitState::Closed {
+        model.transition(initial, 0);
+    }
     let mut held: Vec<(CircuitPermit<'_>, ModelPermit)> = Vec::new();
     let now = |clock: &ManualClock| clock.now().as_nanos() as u64;
     // A rejection by another guard further in (public code cannot build one directly).
@@ -480,26 +525,58 @@ fn run(s: Settings, ops: Vec<Op>) -> Result<(), TestCaseError> {
             }
             Op::Advance(ms) => clock.advance(Duration::from_millis(ms)),
             Op::Manual(to) => {
-                model.transition(to, t);
-                match to {
-                    CircuitState::Closed => cb.transition_to_closed_state(),
+                let (from, allowed) = (model.state, model.allowed(to));
+                if allowed {
+                    model.transition(to, t);
+                }
+                let entered = match to {
                     CircuitState::Open => cb.transition_to_open_state(),
                     CircuitState::HalfOpen => cb.transition_to_half_open_state(),
-                    CircuitState::Disabled => cb.transition_to_disabled_state(),
-                    CircuitState::ForcedOpen => cb.transition_to_forced_open_state(),
-                    _ => cb.transition_to_metrics_only_state(),
+                    // Allowed from every state.
+                    CircuitState::Closed => {
+                        cb.transition_to_closed_state();
+                        Ok(())
+                    }
+                    CircuitState::Disabled => {
+                        cb.transition_to_disabled_state();
+                        Ok(())
+                    }
+                    CircuitState::ForcedOpen => {
+                        cb.transition_to_forced_open_state();
+                        Ok(())
+                    }
+                    CircuitState::MetricsOnly => {
+                        cb.transition_to_metrics_only_state();
+                        Ok(())
+                    }
+                };
+                match entered {
+                    Ok(()) => prop_assert!(allowed, "step {step}: {from} -> {to} allowed"),
+                    Err(e) => {
+                        prop_assert!(!allowed, "step {step}: {from} -> {to} refused");
+                        prop_assert_eq!((e.from, e.to), (from, to), "step {}", step);
+                    }
                 }
             }
+            Op::OpenFor(ms) => {
+                let allowed = model.allowed(CircuitState::Open);
+                if allowed {
+                    model.transition_with(CircuitState::Open, Some(ms * MS), t);
+                }
+                let entered = cb.transition_to_open_state_for(Duration::from_millis(ms));
+                prop_assert_eq!(entered.is_ok(), allowed, "step {}", step);
+            }
             Op::Reset => {
-                model.transition(CircuitState::Closed, t);
+                model.restart(CircuitState::Closed, t);
                 cb.reset();
             }
             // The observable result of a fresh breaker of the new settings, except for the
             // epoch: permits of before record nothing.
             Op::Reconfigure(s) => {
                 cb.reconfigure(s.config());
+                let initial = s.initial_state;
                 model.s = s;
-                model.transition(CircuitState::Closed, t);
+                model.restart(initial, t);
             }
         }
         let t = now(&clock);

@@ -30,7 +30,8 @@ fn half_open(probes: u32) -> CircuitBreaker {
         .build()
         .unwrap();
     let cb = CircuitBreaker::with_clock("loom", config, Clock::from(ManualClock::new()));
-    cb.transition_to_half_open_state();
+    cb.transition_to_open_state().unwrap();
+    cb.transition_to_half_open_state().unwrap();
     cb
 }
 
@@ -241,7 +242,7 @@ fn failure_racing_a_reopening(cb: &Arc<CircuitBreaker>) -> Option<u64> {
             Err(_) => None,
         })
     };
-    cb.transition_to_open_state();
+    cb.transition_to_open_state().unwrap();
     cb.transition_to_closed_state();
     caller.join().unwrap()
 }

@@ -287,7 +287,8 @@ async fn a_call_dropped_while_waiting_gives_back_the_probe_it_took_outside() {
     let bulkhead_only = registry.plan(&[Guard::bulkhead("w")]).unwrap();
     let entered = bulkhead_only.enter().unwrap();
     let breaker = registry.circuit_breaker("w");
-    breaker.transition_to_half_open_state();
+    breaker.transition_to_open_state().unwrap();
+    breaker.transition_to_half_open_state().unwrap();
     let waiting = plan.call_async(async { Ok::<(), CallError>(()) });
     assert!(tokio::time::timeout(Duration::from_millis(20), waiting)
         .await

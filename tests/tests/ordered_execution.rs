@@ -185,7 +185,8 @@ async fn a_dropped_half_open_probe_is_given_back() {
         )
         .unwrap();
     let breaker = registry.circuit_breaker("probe");
-    breaker.transition_to_half_open_state();
+    breaker.transition_to_open_state().unwrap();
+    breaker.transition_to_half_open_state().unwrap();
     let plan = registry.plan(&[Guard::circuit_breaker("probe")]).unwrap();
     let probe = plan.call_async(std::future::pending::<Result<(), CallError>>());
     assert!(tokio::time::timeout(Duration::from_millis(5), probe)
@@ -457,7 +458,7 @@ fn the_automatic_half_open_transition_runs_on_the_current_runtime_if_the_creatin
         .build()
         .unwrap()
         .block_on(async {
-            breaker.transition_to_open_state();
+            breaker.transition_to_open_state().unwrap();
             // Paused time: the sleep advances the clock past the wait, nothing observes the
             // breaker, only its timer can move it.
             tokio::time::sleep(Duration::from_millis(200)).await;

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::CircuitState;
 use crate::error::ConfigError;
 use crate::name::Name;
 
@@ -107,6 +108,7 @@ impl OpenStateBackoff {
 /// | `permitted_calls_in_half_open_state` | 10 |
 /// | `max_wait_duration_in_half_open_state` | 0 (stay half-open until the probes are done) |
 /// | `record_rejections` | `false` |
+/// | `initial_state` | closed |
 ///
 /// ```
 /// use std::time::Duration;
@@ -138,6 +140,7 @@ pub struct CircuitBreakerConfig {
     permitted_calls_in_half_open_state: Option<u32>,
     max_wait_duration_in_half_open_state: Option<Duration>,
     record_rejections: Option<bool>,
+    initial_state: Option<CircuitState>,
 }
 
 impl CircuitBreakerConfig {
@@ -161,6 +164,8 @@ impl CircuitBreakerConfig {
     pub const DEFAULT_MAX_WAIT_DURATION_IN_HALF_OPEN_STATE: Duration = Duration::ZERO;
     /// Default `record_rejections`.
     pub const DEFAULT_RECORD_REJECTIONS: bool = false;
+    /// Default `initial_state`.
+    pub const DEFAULT_INITIAL_STATE: CircuitState = CircuitState::Closed;
 
     /// A builder starting from the defaults.
     pub fn builder() -> CircuitBreakerConfigBuilder {
@@ -181,7 +186,8 @@ impl CircuitBreakerConfig {
             .unwrap_or(Self::DEFAULT_SLOW_CALL_RATE_THRESHOLD)
     }
 
-    /// A call that takes at least this long is slow (whether it succeeds or fails).
+    /// A call that takes longer than this is slow (whether it succeeds or fails); one that
+    /// takes exactly this long is not, as in Resilience4j.
     /// [`Duration::MAX`] (or anything from 2⁶⁴ ns, about 584 years, up) turns slow-call
     /// detection off: no call is ever slow.
     pub fn slow_call_duration_threshold(&self) -> Duration {
@@ -241,6 +247,13 @@ impl CircuitBreakerConfig {
             .unwrap_or(Self::DEFAULT_RECORD_REJECTIONS)
     }
 
+    /// The state a breaker starts in, and starts over in when it is
+    /// [reconfigured](super::CircuitBreaker::reconfigure): closed, open (its first opening:
+    /// it waits `wait_duration_in_open_state`, then lets probes through) or metrics-only.
+    pub fn initial_state(&self) -> CircuitState {
+        self.initial_state.unwrap_or(Self::DEFAULT_INITIAL_STATE)
+    }
+
     /// The named configuration this one inherits unset fields from, if any.
     pub fn base(&self) -> Option<&str> {
         self.base.as_deref()
@@ -291,12 +304,49 @@ impl CircuitBreakerConfig {
                 .max_wait_duration_in_half_open_state
                 .or(base.max_wait_duration_in_half_open_state),
             record_rejections: self.record_rejections.or(base.record_rejections),
+            initial_state: self.initial_state.or(base.initial_state),
         };
         merged.validate()?;
         Ok(merged)
     }
 
+    /// Checks a configuration whose every field is known: its own, else the defaults.
     fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_own()?;
+        self.validate_across(self.wait_duration_in_open_state())
+    }
+
+    /// Checks what a configuration built on a base can know before the registry resolves the
+    /// base: each field it sets, and a rule across fields only where it sets every field of
+    /// the rule. The registry checks the merged configuration in full ([`inherit`](Self::inherit)),
+    /// so a rule that depends on an inherited field is checked then, against the base's value
+    /// and not the default's.
+    fn validate_derived(&self) -> Result<(), ConfigError> {
+        self.validate_own()?;
+        match self.wait_duration_in_open_state {
+            Some(wait) => self.validate_across(wait),
+            None => Ok(()),
+        }
+    }
+
+    /// The rules across fields: the backoff's maximum against the open state's `wait`.
+    fn validate_across(&self, wait: Duration) -> Result<(), ConfigError> {
+        if let Some(backoff) = self.open_state_backoff {
+            if backoff.max_wait < wait {
+                return Err(ConfigError::new(
+                    "open_state_backoff",
+                    format!(
+                        "the maximum wait must be at least `wait_duration_in_open_state` ({wait:?}), got {:?}",
+                        backoff.max_wait
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The rules of one field each (an unset field has its default, which is valid).
+    fn validate_own(&self) -> Result<(), ConfigError> {
         validate_rate("failure_rate_threshold", self.failure_rate_threshold())?;
         validate_rate("slow_call_rate_threshold", self.slow_call_rate_threshold())?;
         if self.slow_call_duration_threshold().is_zero() {
@@ -329,21 +379,30 @@ impl CircuitBreakerConfig {
                     ),
                 ));
             }
-            if backoff.max_wait < wait {
-                return Err(ConfigError::new(
-                    "open_state_backoff",
-                    format!(
-                        "the maximum wait must be at least `wait_duration_in_open_state` ({wait:?}), got {:?}",
-                        backoff.max_wait
-                    ),
-                ));
-            }
         }
         if self.permitted_calls_in_half_open_state() == 0 {
             return Err(ConfigError::new(
                 "permitted_calls_in_half_open_state",
                 "must be at least 1, got 0 (the half-open state could never decide)",
             ));
+        }
+        match self.initial_state() {
+            CircuitState::Closed | CircuitState::Open | CircuitState::MetricsOnly => {}
+            other
+            @ (CircuitState::HalfOpen | CircuitState::Disabled | CircuitState::ForcedOpen) => {
+                return Err(ConfigError::new(
+                    "initial_state",
+                    format!(
+                        "a breaker can start closed, open or metrics only, got {other}; \
+                         start it closed and call `transition_to_{}_state()`",
+                        match other {
+                            CircuitState::HalfOpen => "half_open",
+                            CircuitState::Disabled => "disabled",
+                            _ => "forced_open",
+                        }
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -382,7 +441,8 @@ impl CircuitBreakerConfigBuilder {
         self
     }
 
-    /// A call that takes at least this long is slow (greater than zero).
+    /// A call that takes longer than this is slow (greater than zero; a call of exactly
+    /// this duration is not slow, as in Resilience4j).
     ///
     /// [`Duration::MAX`] turns slow-call detection off: no call is ever slow, and a breaker
     /// with a count-based window then reads no clock at all on its closed path (unless someone
@@ -462,6 +522,26 @@ impl CircuitBreakerConfigBuilder {
         self
     }
 
+    /// The state a breaker of this configuration starts in: closed (the default), open or
+    /// metrics-only (see [`CircuitBreakerConfig::initial_state`]).
+    ///
+    /// ```
+    /// use resilience_runtime::{CircuitBreaker, CircuitBreakerConfig, CircuitState};
+    ///
+    /// // A dependency known to be down at startup: refuse calls until the first probe.
+    /// let config = CircuitBreakerConfig::builder()
+    ///     .initial_state(CircuitState::Open)
+    ///     .build()?;
+    /// let breaker = CircuitBreaker::new("ledger", config);
+    /// assert_eq!(breaker.state(), CircuitState::Open);
+    /// assert!(breaker.try_acquire().is_err());
+    /// # Ok::<(), resilience_runtime::ConfigError>(())
+    /// ```
+    pub fn initial_state(mut self, state: CircuitState) -> Self {
+        self.config.initial_state = Some(state);
+        self
+    }
+
     /// Takes every field not set on this builder from the named configuration `base` when the
     /// registry installs this configuration.
     pub fn base(mut self, base: impl Into<Name>) -> Self {
@@ -478,9 +558,40 @@ impl CircuitBreakerConfigBuilder {
     /// [`SlidingWindow::MAX_CALLS`] calls or [`SlidingWindow::MAX_SECONDS`] seconds, a zero
     /// `minimum_number_of_calls` or `permitted_calls_in_half_open_state`, a
     /// `wait_duration_in_open_state` under 1 ms, a backoff multiplier under 1.0 or not finite,
-    /// or a backoff maximum under `wait_duration_in_open_state`.
+    /// a backoff maximum under `wait_duration_in_open_state`, or an `initial_state` other than
+    /// closed, open or metrics-only.
+    ///
+    /// A configuration with a [`base`](Self::base) is checked here only in what it sets
+    /// itself: a backoff maximum is compared with `wait_duration_in_open_state` only if this
+    /// builder sets both. The registry checks the merged configuration, with the base's values,
+    /// when it installs it ([`Registry::configure_circuit_breaker`](crate::Registry::configure_circuit_breaker)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use resilience_runtime::{CircuitBreakerConfig, Registry};
+    ///
+    /// let registry = Registry::new();
+    /// registry.configure_circuit_breaker("fast", CircuitBreakerConfig::builder()
+    ///     .wait_duration_in_open_state(Duration::from_millis(10))
+    ///     .build()?)?;
+    /// // Valid against the base's 10 ms wait (the default's 60 s would refuse it).
+    /// let derived = CircuitBreakerConfig::builder()
+    ///     .base("fast")
+    ///     .open_state_backoff(2.0, Duration::from_millis(50))
+    ///     .build()?;
+    /// registry.configure_circuit_breaker("search", derived)?;
+    /// assert_eq!(
+    ///     registry.circuit_breaker("search").config().wait_duration_in_open_state(),
+    ///     Duration::from_millis(10),
+    /// );
+    /// # Ok::<(), resilience_runtime::ConfigError>(())
+    /// ```
     pub fn build(self) -> Result<CircuitBreakerConfig, ConfigError> {
-        self.config.validate()?;
+        if self.config.base.is_some() {
+            self.config.validate_derived()?;
+        } else {
+            self.config.validate()?;
+        }
         Ok(self.config)
     }
 }

@@ -1,6 +1,7 @@
 //! [`CircuitBreakerEvent`]: what a breaker tells its subscribers, and the subscriber list.
 
 use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -263,13 +264,29 @@ impl Subscribers {
         removed
     }
 
-    /// Delivers `events` to every callback, in order. Called with no lock held.
+    /// Delivers `events` to every callback, in order. Called with no lock held, once the
+    /// breaker is consistent (every permit it granted exists, so an unwinding caller gives
+    /// its probe back).
+    ///
+    /// A callback is user code: one that panics does not keep the event from the callbacks
+    /// after it, nor the later events from anyone. Once every callback has had every event,
+    /// the first panic is resumed on the calling thread (a subscriber's bug is not hidden),
+    /// unless that thread is already unwinding (a permit dropped by a panic): a second panic
+    /// there would abort the process, so that one is dropped.
     pub(crate) fn deliver(&self, name: &Name, events: &EventBuf) {
         let list = self.list.load_full();
+        let mut first_panic = None;
         for event in events.items[..events.len].iter().flatten() {
             let event = event.into_event(name);
             for (_, callback) in list.iter() {
-                callback(&event);
+                if let Err(panic) = panic::catch_unwind(AssertUnwindSafe(|| callback(&event))) {
+                    first_panic.get_or_insert(panic);
+                }
+            }
+        }
+        if let Some(panic) = first_panic {
+            if !std::thread::panicking() {
+                panic::resume_unwind(panic);
             }
         }
     }

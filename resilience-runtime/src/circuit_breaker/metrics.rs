@@ -76,7 +76,7 @@ impl CircuitBreakerMetrics {
         self.failed
     }
 
-    /// The recorded calls that took at least `slow_call_duration_threshold`.
+    /// The recorded calls that took longer than `slow_call_duration_threshold`.
     pub fn number_of_slow_calls(&self) -> u32 {
         self.slow
     }

@@ -16,7 +16,17 @@
 //!   again if it stays half-open longer than a non-zero `max_wait_duration_in_half_open_state`.
 //! - **Disabled** (always permits, records nothing), **forced open** (always refuses) and
 //!   **metrics-only** (permits, records, never changes state by itself) are entered and left
-//!   only by the manual transitions.
+//!   only by the manual transitions (and metrics-only by an `initial_state`).
+//!
+//! A breaker starts closed, or in its configuration's `initial_state` (open or metrics-only).
+//! The manual transitions (`transition_to_*_state`) follow Resilience4j's table: closed →
+//! half-open and metrics-only → open or half-open are refused with an
+//! [`IllegalStateTransition`]; every other pair is allowed.
+//!
+//! A subscriber to the breaker's events is user code, called after the breaker's state is
+//! consistent: if one panics, the others still get the event, and the panic is then resumed
+//! on the thread that caused the event (a call whose permit was granted gets the panic instead
+//! of its permit, and a half-open probe is given back).
 //!
 //! Time comes from the breaker's [`Clock`], so a [`ManualClock`](crate::ManualClock) drives every
 //! time-dependent behaviour in tests.
@@ -24,8 +34,8 @@
 //! # Reconfiguration
 //!
 //! [`CircuitBreaker::reconfigure`] changes a breaker's configuration in place: the breaker
-//! closes and starts over with the new configuration (a fresh window, fresh metrics, no
-//! backoff), as a new breaker would, but it stays the same instance, so references to it and its
+//! starts over with the new configuration, in its initial state (closed by default), with a
+//! fresh window, fresh metrics and no backoff, as a new breaker would, but it stays the same instance, so references to it and its
 //! event subscriptions stay valid. Calls permitted before record nothing. The closed path costs
 //! the same: the values it reads are plain atomic loads, and a record checks, under the
 //! window's lock, that it belongs to the current configuration.
@@ -59,6 +69,7 @@
 mod config;
 mod events;
 mod metrics;
+mod transition;
 mod window;
 
 #[cfg(all(test, not(loom)))]
@@ -69,13 +80,14 @@ pub use config::{
 };
 pub use events::{CircuitBreakerEvent, SubscriptionId};
 pub use metrics::CircuitBreakerMetrics;
+pub use transition::IllegalStateTransition;
 
 use std::fmt;
 use std::mem::{self, ManuallyDrop};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::clock::{Clock, Reading};
+use crate::clock::{deadline_after, Clock, Reading};
 use crate::error::Rejected;
 use crate::name::Name;
 use crate::sync::{lock, AtomicBool, AtomicU64, AtomicU8, Mutex, Ordering, SpinLock};
@@ -164,7 +176,8 @@ fn duration_nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// A deadline that is never reached.
+/// No deadline: above every clock reading ([`END`](crate::clock::END) is the last one). A
+/// deadline computed past the end saturates to it ([`deadline_after`]): it is never reached.
 const NEVER: u64 = u64::MAX;
 
 /// `slow_call_nanos` of a threshold of 2⁶⁴ ns (584 years) or more, such as `Duration::MAX`:
@@ -318,7 +331,8 @@ impl Derived {
 /// Each call takes a [`CircuitPermit`] with [`try_acquire`](Self::try_acquire) and reports how
 /// it ended on the permit. The [module docs](self) describe the states.
 /// [`reconfigure`](Self::reconfigure) changes the configuration in place and starts over
-/// (closed, fresh window and metrics), keeping the instance, its name and its subscribers.
+/// (in its initial state, with a fresh window and metrics), keeping the instance, its name and
+/// its subscribers.
 ///
 /// ```
 /// use std::time::Duration;
@@ -560,9 +574,17 @@ impl CircuitBreaker {
             #[cfg(not(loom))]
             runtime,
         };
-        CircuitBreaker {
-            shared: Arc::new(shared),
+        let shared = Arc::new(shared);
+        let initial = lock(&shared.core).config.initial_state();
+        if initial != CircuitState::Closed {
+            // Nobody has subscribed yet: the only effect is the open state's timer, if any.
+            let entered = shared.transition_manually(initial, None);
+            debug_assert!(
+                entered.is_ok(),
+                "a valid initial state is allowed from closed"
+            );
         }
+        CircuitBreaker { shared }
     }
 
     /// The instance name.
@@ -728,49 +750,20 @@ impl CircuitBreaker {
         Some(Duration::from_nanos(deadline.saturating_sub(now)))
     }
 
-    /// Closes the breaker, with fresh metrics and no backoff.
-    pub fn transition_to_closed_state(&self) {
-        self.shared.transition_manually(CircuitState::Closed);
-    }
-
-    /// Opens the breaker (a further consecutive opening for the backoff of the wait).
-    pub fn transition_to_open_state(&self) {
-        self.shared.transition_manually(CircuitState::Open);
-    }
-
-    /// Turns the breaker half-open, with all its probe calls available.
-    pub fn transition_to_half_open_state(&self) {
-        self.shared.transition_manually(CircuitState::HalfOpen);
-    }
-
-    /// Disables the breaker: every call passes and nothing is recorded.
-    pub fn transition_to_disabled_state(&self) {
-        self.shared.transition_manually(CircuitState::Disabled);
-    }
-
-    /// Forces the breaker open: every call is refused until another manual transition.
-    pub fn transition_to_forced_open_state(&self) {
-        self.shared.transition_manually(CircuitState::ForcedOpen);
-    }
-
-    /// Records calls and emits events without ever changing state by itself.
-    pub fn transition_to_metrics_only_state(&self) {
-        self.shared.transition_manually(CircuitState::MetricsOnly);
-    }
-
     /// Closes the breaker with fresh metrics and no backoff, and emits
     /// [`CircuitBreakerEvent::Reset`] (after the transition event, if the state changed).
     pub fn reset(&self) {
         self.shared.restart(None);
     }
 
-    /// Replaces the configuration in place and starts over, as [`reset`](Self::reset) does:
-    /// the breaker closes with a fresh sliding window of the new kind and size, fresh metrics
-    /// and no backoff.
+    /// Replaces the configuration in place and starts over, as [`reset`](Self::reset) does,
+    /// but in the new configuration's
+    /// [`initial_state`](CircuitBreakerConfig::initial_state) (closed by default): a fresh
+    /// sliding window of the new kind and size, fresh metrics and no backoff.
     ///
     /// The breaker stays the same instance: its name, its subscribers (they receive the
-    /// [`StateTransition`](CircuitBreakerEvent::StateTransition) to closed, if the state
-    /// changed, then [`Reset`](CircuitBreakerEvent::Reset)), its timer runtime, and every
+    /// [`StateTransition`](CircuitBreakerEvent::StateTransition) to the initial state, if the
+    /// state changed, then [`Reset`](CircuitBreakerEvent::Reset)), its timer runtime, and every
     /// reference to it. Permits taken before record nothing (like permits of an earlier state),
     /// a half-open probe taken before is not given back, and timers of the state it left do
     /// nothing. A configuration equal to the current one still starts over: reconfiguring is
@@ -812,6 +805,13 @@ impl CircuitBreaker {
     /// Calls `callback` with every event of this breaker, synchronously, on the thread that
     /// caused it, after the breaker's internal lock is released: the callback may use the
     /// breaker. Events of concurrent calls may reach it in any order.
+    ///
+    /// A callback that panics costs the breaker nothing: its state is already consistent, the
+    /// other callbacks still get the event, and then the panic is resumed on the thread that
+    /// caused the event (so a subscriber's bug is not hidden; a call whose permit had been
+    /// granted gets the panic instead, and a half-open probe is given back). On a thread
+    /// that is already unwinding (a permit dropped by a panicking call), the callback's panic
+    /// is dropped instead, since a second panic there would abort the process.
     ///
     /// ```
     /// use std::sync::{Arc, Mutex};
@@ -905,23 +905,25 @@ impl Shared {
             };
             kind.map(|kind| (core.epoch, kind))
         };
-        self.after_unlock(&fx);
-        match granted {
-            Ok((epoch, kind)) => Ok(CircuitPermit {
+        // The permit exists before any subscriber runs: if one panics, the unwinding drops the
+        // permit, which gives a half-open probe back (it was counted under the lock).
+        let granted = granted
+            .map(|(epoch, kind)| CircuitPermit {
                 shared: self,
                 epoch,
                 start: now,
                 reading: Reading::Precise,
                 kind,
-            }),
-            Err((state, retry_after)) => Err(self.rejection(state, retry_after)),
-        }
+            })
+            .map_err(|(state, retry_after)| self.rejection(state, retry_after));
+        self.after_unlock(&fx);
+        granted
     }
 
-    /// Closes the breaker with fresh metrics and no backoff, and emits the transition (if the
-    /// state changed) and [`Ev::Reset`]; with `replacement`, first installs a new
-    /// configuration. Both in one critical section of both locks: the new configuration's
-    /// values and the new epoch appear together.
+    /// Starts over with fresh metrics and no backoff, and emits the transition (if the state
+    /// changed) and [`Ev::Reset`]: closed, or with `replacement`, in the initial state of that
+    /// new configuration, installed first. Both in one critical section of both locks: the new
+    /// configuration's values and the new epoch appear together.
     fn restart(self: &Arc<Self>, replacement: Option<Replacement>) {
         let now = self.clock.now_nanos();
         let mut fx = Effects::new(self);
@@ -929,10 +931,17 @@ impl Shared {
             let mut core = lock(&self.core);
             let mut recorder = self.window.lock();
             let retired = replacement.map(|r| self.install(&mut core, &mut recorder, r));
+            let to = match retired {
+                Some(_) => core.config.initial_state(),
+                None => CircuitState::Closed,
+            };
             let from = core.state;
-            self.transition_locked(&mut core, &mut recorder, CircuitState::Closed, now, &mut fx);
-            if from == CircuitState::Closed {
-                // A reset of a closed breaker is not a change of state.
+            // Nothing of the state left survives, whatever the state entered keeps.
+            self.clear_metrics(&mut core, &mut recorder);
+            core.openings = 0;
+            self.transition_locked(&mut core, &mut recorder, to, now, &mut fx);
+            if from == to {
+                // Starting over in the same state is not a change of state.
                 fx.events = EventBuf::new(self.subscribers.any());
             }
             fx.events.push(Ev::Reset);
@@ -1015,6 +1024,20 @@ impl Shared {
         now: u64,
         fx: &mut Effects,
     ) {
+        self.transition_with(core, window, to, None, now, fx);
+    }
+
+    /// [`transition_locked`](Self::transition_locked); a transition to open waits until
+    /// `open_until` if given, else as long as the configuration (and its backoff) says.
+    fn transition_with(
+        &self,
+        core: &mut Core,
+        window: &mut Recorder,
+        to: CircuitState,
+        open_until: Option<u64>,
+        now: u64,
+        fx: &mut Effects,
+    ) {
         let from = core.state;
         core.epoch += 1;
         core.deadline = NEVER;
@@ -1022,8 +1045,9 @@ impl Shared {
             CircuitState::Open => {
                 // Keeps the metrics that made it open.
                 core.openings = core.openings.saturating_add(1);
-                let wait = core.config.wait_in_open_state(core.openings);
-                core.deadline = now.saturating_add(duration_nanos(wait));
+                core.deadline = open_until.unwrap_or_else(|| {
+                    deadline_after(now, core.config.wait_in_open_state(core.openings))
+                });
                 if core.config.automatic_transition_from_open_to_half_open() {
                     fx.timer = Some((core.epoch, core.deadline));
                 }
@@ -1035,7 +1059,7 @@ impl Shared {
                 self.not_permitted.store(0, Ordering::Relaxed);
                 let max_wait = core.config.max_wait_duration_in_half_open_state();
                 if !max_wait.is_zero() {
-                    core.deadline = now.saturating_add(duration_nanos(max_wait));
+                    core.deadline = deadline_after(now, max_wait);
                     fx.timer = Some((core.epoch, core.deadline));
                 }
             }
@@ -1046,10 +1070,7 @@ impl Shared {
                 if to == CircuitState::Closed {
                     core.openings = 0;
                 }
-                window.window.clear();
-                core.metrics_from_probes = false;
-                core.rate_exceeded = false;
-                self.not_permitted.store(0, Ordering::Relaxed);
+                self.clear_metrics(core, window);
             }
         }
         core.state = to;
@@ -1065,14 +1086,14 @@ impl Shared {
         fx.events.push(Ev::Transition(from, to));
     }
 
-    fn transition_manually(self: &Arc<Self>, to: CircuitState) {
-        let now = self.clock.now_nanos();
-        let mut fx = Effects::new(self);
-        {
-            let mut core = lock(&self.core);
-            self.transition(&mut core, to, now, &mut fx);
-        }
-        self.after_unlock(&fx);
+    /// Empties the metrics of the state being left: the window, the probes' outcomes, the
+    /// refused calls.
+    fn clear_metrics(&self, core: &mut Core, window: &mut Recorder) {
+        window.window.clear();
+        core.probes = Totals::default();
+        core.metrics_from_probes = false;
+        core.rate_exceeded = false;
+        self.not_permitted.store(0, Ordering::Relaxed);
     }
 
     /// The time of the window for an operation that read `end` with `reading`: `end` itself
@@ -1087,11 +1108,12 @@ impl Shared {
         }
     }
 
-    /// Whether a call that took `elapsed` nanoseconds is slow.
+    /// Whether a call that took `elapsed` nanoseconds is slow: longer than the threshold, as in
+    /// Resilience4j. (With the rule off the threshold is `NEVER_SLOW`, `u64::MAX`, which no
+    /// elapsed time exceeds: no second comparison.)
     #[inline]
     fn is_slow(&self, elapsed: u64) -> bool {
-        let slow_call_nanos = self.slow_call_nanos.load(Ordering::Relaxed);
-        slow_call_nanos != NEVER_SLOW && elapsed >= slow_call_nanos
+        elapsed > self.slow_call_nanos.load(Ordering::Relaxed)
     }
 
     /// Records the success or failure of a closed-state permit of `epoch`, started at `start`
