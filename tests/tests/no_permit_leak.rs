@@ -318,3 +318,63 @@ async fn annotated_calls_through_open_and_half_open_states_leak_no_permit_or_pro
     }
     assert!(closed, "stuck in {:?}", breaker.state());
 }
+
+#[test]
+fn a_subscriber_panicking_as_a_call_enters_leaks_no_permit_and_no_probe() {
+    use resilience_runtime::{CircuitBreakerEvent, ManualClock};
+
+    let clock = ManualClock::new();
+    let registry = Registry::with_clock(clock.clone());
+    registry
+        .configure_bulkhead(
+            "probe",
+            BulkheadConfig::builder()
+                .max_concurrent_calls(1)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    registry
+        .configure_circuit_breaker(
+            "probe",
+            CircuitBreakerConfig::builder()
+                .permitted_calls_in_half_open_state(1)
+                .wait_duration_in_open_state(Duration::from_secs(5))
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    let plan = registry
+        .plan(&[Guard::bulkhead("probe"), Guard::circuit_breaker("probe")])
+        .unwrap();
+    let breaker = registry.circuit_breaker("probe");
+    breaker.transition_to_open_state().unwrap();
+    clock.advance(Duration::from_secs(5));
+    // The call that ends the wait turns the breaker half-open, and this subscriber panics.
+    let panicking = breaker.subscribe(|event| {
+        if let CircuitBreakerEvent::StateTransition {
+            to: CircuitState::HalfOpen,
+            ..
+        } = event
+        {
+            panic!("a subscriber's bug");
+        }
+    });
+    let entered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        plan.call(|| Ok::<(), CallError>(()))
+    }));
+    assert!(
+        entered.is_err(),
+        "the subscriber's panic reached the caller"
+    );
+    assert_eq!(breaker.state(), CircuitState::HalfOpen);
+    assert_eq!(
+        registry.bulkhead("probe").available_concurrent_calls(),
+        1,
+        "the bulkhead permit came back"
+    );
+    assert!(breaker.unsubscribe(panicking));
+    // The single probe came back too: the next call is it, and its success closes the breaker.
+    plan.call(|| Ok::<(), CallError>(())).unwrap();
+    assert_eq!(breaker.state(), CircuitState::Closed);
+}
