@@ -64,6 +64,14 @@ impl Aspect {
         }
     }
 
+    /// Whether this kind has an implementation a call can run through.
+    pub(crate) const fn is_implemented(self) -> bool {
+        match self {
+            Aspect::Bulkhead | Aspect::CircuitBreaker => true,
+            Aspect::RateLimiter | Aspect::Retry | Aspect::TimeLimiter => false,
+        }
+    }
+
     pub(crate) const fn index(self) -> usize {
         match self {
             Aspect::Bulkhead => 0,

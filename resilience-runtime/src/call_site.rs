@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use crate::aspect::Aspect;
-use crate::chain::Guard;
+use crate::plan::Guard;
 use crate::plan_cache::{PlanCache, SitePlan};
 use crate::registry::Registry;
 

@@ -9,11 +9,13 @@ pub mod axum;
 pub mod bulkhead;
 mod call;
 mod call_site;
-mod chain;
 pub mod circuit_breaker;
 mod clock;
 mod error;
+mod gate;
 mod name;
+mod outcome;
+mod plan;
 mod plan_cache;
 mod registry;
 mod sync;
@@ -25,7 +27,6 @@ pub use bulkhead::{
 };
 pub use call::Entered;
 pub use call_site::{CallSite, UnconfiguredGuard, Validation};
-pub use chain::{CallOutcome, Guard, Plan, ReentrancyPolicy};
 pub use circuit_breaker::{
     CircuitBreaker, CircuitBreakerConfig, CircuitBreakerConfigBuilder, CircuitBreakerEvent,
     CircuitBreakerMetrics, CircuitPermit, CircuitState, IllegalStateTransition, OpenStateBackoff,
@@ -34,6 +35,8 @@ pub use circuit_breaker::{
 pub use clock::{Clock, ManualClock};
 pub use error::{ConfigError, Rejected};
 pub use name::Name;
+pub use outcome::CallOutcome;
+pub use plan::{Guard, Plan, ReentrancyPolicy};
 pub use plan_cache::{CachedPlan, PlanCache};
 pub use registry::Registry;
 
@@ -52,8 +55,9 @@ pub use resilience_macros::{bulkhead, circuit_breaker};
 pub mod __private {
     pub use crate::call::{Entered, GuardedCall};
     pub use crate::call_site::{CallSite, CallSiteEntry};
-    pub use crate::chain::{CallOutcome, Guard, Plan};
     pub use crate::error::Rejected;
+    pub use crate::outcome::CallOutcome;
+    pub use crate::plan::{Guard, Plan};
     pub use crate::plan_cache::SitePlan;
     pub use inventory;
 

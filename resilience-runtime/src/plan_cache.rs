@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use arc_swap::ArcSwapOption;
 use once_cell::race::OnceRef;
 
-use crate::chain::{Guard, GuardListError, Plan};
+use crate::plan::{Guard, GuardListError, Plan};
 use crate::registry::Registry;
 
 /// The interned plans a call site can hold. Two guards in two orders under three re-entrancy

@@ -11,11 +11,11 @@ use once_cell::sync::Lazy;
 use crate::aspect::Aspect;
 use crate::bulkhead::{Bulkhead, BulkheadConfig};
 use crate::call_site::{self, CallSite, Validation};
-use crate::chain::{Guard, GuardListError, Plan, ReentrancyPolicy};
 use crate::circuit_breaker::{CircuitBreaker, CircuitBreakerConfig};
 use crate::clock::Clock;
 use crate::error::ConfigError;
 use crate::name::Name;
+use crate::plan::{Guard, GuardListError, Plan, ReentrancyPolicy, Step};
 
 /// Generations are drawn from one process-wide counter, so a generation number identifies
 /// both a registry and the state of its configuration: a cached [`Plan`] is current exactly
@@ -450,10 +450,15 @@ impl Registry {
         sorted.sort_by_key(|g| precedence[g.aspect().index()]);
         let mut plan = Plan::empty(generation, policy);
         for guard in sorted {
-            match guard.aspect() {
-                Aspect::Bulkhead => plan.push_bulkhead(self.bulkhead(guard.name())),
-                _ => plan.push_circuit_breaker(self.circuit_breaker(guard.name())),
-            }
+            let name = guard.name();
+            plan.push(match guard.aspect() {
+                Aspect::Bulkhead => Step::Bulkhead(self.bulkhead(name)),
+                Aspect::CircuitBreaker => Step::CircuitBreaker(self.circuit_breaker(name)),
+                // `Registry::plan` and `PlanCache::new` refuse these (`GuardListError`).
+                aspect @ (Aspect::RateLimiter | Aspect::Retry | Aspect::TimeLimiter) => {
+                    unreachable!("the {aspect} aspect has no implementation yet")
+                }
+            });
         }
         // The generation was read before the instances: if the configuration changed in
         // between, the plan is labelled older than what it holds and is rebuilt on next use.

@@ -1,103 +1,137 @@
-//! One guarded call in progress: the permits it holds ([`Held`], wrapped by [`GuardedCall`]
-//! and [`Entered`]), the future that runs it, and the call chain that recognises re-entry.
+//! One guarded call in progress: running a call through a [`Plan`] (this file), the permits
+//! it holds ([`held`]), entering the plan's gates ([`enter`]), and the call chain that
+//! recognises re-entry ([`chain`]).
 
-use std::cell::RefCell;
+mod chain;
+mod enter;
+mod held;
+
+pub(crate) use held::Held;
+
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use crate::bulkhead::BulkheadPermit;
-use crate::chain::{CallOutcome, Plan};
-use crate::circuit_breaker::{CircuitBreaker, CircuitPermit};
+use chain::OnChain;
+
 use crate::error::Rejected;
+use crate::outcome::CallOutcome;
+use crate::plan::Plan;
 
-/// The permits of a call being made: one slot per implemented aspect kind (a plan holds each
-/// kind at most once). Written in place as the guards admit the call, so that nothing of the
-/// call's state is moved on the way (the state lives in the caller's frame or future).
-/// Dropping it releases what it still holds, innermost first, recording nothing.
-pub(crate) struct Held<'a> {
-    bulkhead: Option<BulkheadPermit<'a>>,
-    breaker: Option<CircuitPermit<'a>>,
-    /// Whether the breaker was acquired before the bulkhead (runs outside it).
-    breaker_outside: bool,
-}
+impl Plan {
+    /// Runs `call` through the guards, blocking the thread while a bulkhead makes it wait.
+    /// `Ok` counts as a success and every `Err` as a failure; a rejection is returned as
+    /// `E::from(rejected)`.
+    pub fn call<T, E: From<Rejected>>(&self, call: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
+        self.run(call, CallOutcome::of_result)
+            .unwrap_or_else(|rejected| Err(E::from(rejected)))
+    }
 
-impl<'a> Held<'a> {
-    pub(crate) const fn new() -> Self {
-        Held {
-            bulkhead: None,
-            breaker: None,
-            breaker_outside: false,
+    /// Runs `call` through the guards and classifies its result with `classify`; returns the
+    /// result, or the rejection if a guard refused the call (then `call` did not run).
+    ///
+    /// ```
+    /// use resilience_runtime::{CallOutcome, Guard, Registry};
+    ///
+    /// let registry = Registry::new();
+    /// let plan = registry.plan(&[Guard::circuit_breaker("search")])?;
+    /// // A 404 is the caller's mistake, not the dependency's: the breaker ignores it.
+    /// let status = plan.run(|| 404, |status| match status {
+    ///     400..=499 => CallOutcome::Ignored,
+    ///     500.. => CallOutcome::Failure,
+    ///     _ => CallOutcome::Success,
+    /// });
+    /// assert_eq!(status, Ok(404));
+    /// assert_eq!(registry.circuit_breaker("search").metrics().number_of_buffered_calls(), 0);
+    /// # Ok::<(), resilience_runtime::ConfigError>(())
+    /// ```
+    pub fn run<R>(
+        &self,
+        call: impl FnOnce() -> R,
+        classify: impl FnOnce(&R) -> CallOutcome,
+    ) -> Result<R, Rejected> {
+        let mut guarded = GuardedCall::new();
+        guarded.enter(self)?;
+        Ok(guarded.run(call, classify))
+    }
+
+    /// Runs the future `call` through the guards, waiting asynchronously while a bulkhead
+    /// makes it wait. `Ok` counts as a success and every `Err` as a failure; a rejection is
+    /// returned as `E::from(rejected)`. Dropping the returned future releases every guard and
+    /// records nothing.
+    pub async fn call_async<T, E, F>(&self, call: F) -> Result<T, E>
+    where
+        E: From<Rejected>,
+        F: Future<Output = Result<T, E>>,
+    {
+        match self.run_async(call, CallOutcome::of_result).await {
+            Ok(result) => result,
+            Err(rejected) => Err(E::from(rejected)),
         }
     }
 
-    #[inline]
-    pub(crate) fn hold_bulkhead(&mut self, permit: BulkheadPermit<'a>) {
-        debug_assert!(self.bulkhead.is_none(), "a plan holds one bulkhead");
-        self.bulkhead = Some(permit);
+    /// Runs the future `call` through the guards and classifies its output with `classify`;
+    /// returns the output, or the rejection if a guard refused the call (then `call` was
+    /// never polled).
+    pub async fn run_async<R, F>(
+        &self,
+        call: F,
+        classify: impl FnOnce(&R) -> CallOutcome,
+    ) -> Result<R, Rejected>
+    where
+        F: Future<Output = R>,
+    {
+        let mut guarded = GuardedCall::new();
+        guarded.enter_async(self).await?;
+        Ok(guarded.run_async(call, classify).await)
     }
 
-    /// Takes a permit of `breaker` into this call's breaker slot, in place.
-    #[inline(always)]
-    pub(crate) fn acquire_breaker(&mut self, breaker: &'a CircuitBreaker) -> Result<(), Rejected> {
-        debug_assert!(self.breaker.is_none(), "a plan holds one circuit breaker");
-        self.breaker_outside = self.bulkhead.is_none();
-        breaker.try_acquire_into(&mut self.breaker)
+    /// Acquires every guard, in order, blocking the thread while a bulkhead makes it wait:
+    /// the first half of [`run`](Plan::run), for callers that need their arguments back when
+    /// the call is refused (a fallback). Run the call with [`Entered::run`]; dropping the
+    /// [`Entered`] instead releases the guards and records nothing.
+    ///
+    /// ```
+    /// use resilience_runtime::{CallOutcome, Guard, Registry};
+    ///
+    /// let registry = Registry::new();
+    /// let plan = registry.plan(&[Guard::circuit_breaker("quotes")])?;
+    /// registry.circuit_breaker("quotes").transition_to_forced_open_state();
+    ///
+    /// let order = String::from("book");
+    /// let quote = match plan.enter() {
+    ///     Ok(entered) => entered.run(move || format!("fresh quote for {order}"), |_| CallOutcome::Success),
+    ///     // `order` was never moved: the fallback still has it.
+    ///     Err(rejected) => format!("cached quote for {order} ({rejected})"),
+    /// };
+    /// assert!(quote.starts_with("cached quote for book"));
+    /// # Ok::<(), resilience_runtime::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The [`Rejected`] of the first guard that refused the call; the guards already acquired
+    /// are released (the breakers among them see a rejection, not a failure).
+    pub fn enter(&self) -> Result<Entered<'_>, Rejected> {
+        let mut held = Held::new();
+        self.enter_into(&mut held)?;
+        Ok(Entered { held })
     }
 
-    fn is_empty(&self) -> bool {
-        self.bulkhead.is_none() && self.breaker.is_none()
-    }
-
-    /// The number of guards held.
-    fn len(&self) -> usize {
-        usize::from(self.bulkhead.is_some()) + usize::from(self.breaker.is_some())
-    }
-
-    /// A guard refused the call with `rejected`: the breaker held (outside that guard) sees
-    /// a rejection, every permit is released, innermost first; returns the rejection.
-    #[cold]
-    pub(crate) fn rejected(&mut self, rejected: Rejected) -> Rejected {
-        self.reject(&rejected);
-        rejected
-    }
-
-    fn reject(&mut self, rejected: &Rejected) {
-        if self.breaker_outside {
-            self.bulkhead = None;
-        }
-        if let Some(permit) = self.breaker.take() {
-            permit.record_rejected(rejected);
-        }
-        self.bulkhead = None;
-    }
-
-    /// The call completed: the breaker records its outcome and every permit is released,
-    /// innermost first.
-    #[inline]
-    fn complete(&mut self, outcome: CallOutcome) {
-        if self.breaker_outside {
-            self.bulkhead = None;
-        }
-        if let Some(permit) = self.breaker.take() {
-            match outcome {
-                CallOutcome::Success => permit.record_success(),
-                CallOutcome::Failure => permit.record_failure(),
-                CallOutcome::Ignored => permit.record_ignored(),
-            }
-        }
-        self.bulkhead = None;
-    }
-}
-
-impl Drop for Held<'_> {
-    /// Abandoned (a panic, or the future dropped): release innermost first, record nothing.
-    fn drop(&mut self) {
-        if self.breaker_outside {
-            self.bulkhead = None;
-        }
-        self.breaker = None;
+    /// Acquires every guard, in order, waiting asynchronously while a bulkhead makes it wait:
+    /// the first half of [`run_async`](Plan::run_async). Run the call with
+    /// [`Entered::run_async`]. Cancel-safe: dropping this future while it waits leaves no
+    /// trace and holds no permit.
+    ///
+    /// # Errors
+    ///
+    /// The [`Rejected`] of the first guard that refused the call, as for
+    /// [`enter`](Plan::enter).
+    pub async fn enter_async(&self) -> Result<Entered<'_>, Rejected> {
+        let mut held = Held::new();
+        self.enter_async_into(&mut held).await?;
+        Ok(Entered { held })
     }
 }
 
@@ -326,7 +360,7 @@ impl HeldBy for Held<'_> {
         Held::complete(self, outcome);
     }
     fn abandon(&mut self) {
-        drop(std::mem::replace(self, Held::new()));
+        Held::abandon(self);
     }
 }
 
@@ -340,97 +374,6 @@ impl HeldBy for &mut Held<'_> {
         Held::complete(self, outcome);
     }
     fn abandon(&mut self) {
-        drop(std::mem::replace(&mut **self, Held::new()));
-    }
-}
-
-/// One guard instance held by a guarded call running on this thread, and the tokio task the
-/// call runs in (`None` outside any task).
-///
-/// Each thread keeps the instances held by the guarded calls running on it in [`CHAIN`],
-/// innermost last: a sync call's for the extent of its body, an async call's for each poll of
-/// its future (pushed again at every poll, so a future handed to another task carries nothing
-/// from the task it was created in). A nested call recognises only the entries of its own
-/// task: a task that a sync guarded call happens to drive on its thread (a nested `block_on`)
-/// is not on that call's chain.
-#[derive(Clone, Copy)]
-struct Link {
-    task: Option<tokio::task::Id>,
-    id: u64,
-}
-
-thread_local! {
-    /// The entries of the guarded calls running on this thread, innermost last (see [`Link`]).
-    static CHAIN: RefCell<Vec<Link>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Whether a guarded call runs on this thread (the current call may be nested in it).
-#[inline]
-pub(crate) fn chain_is_busy() -> bool {
-    // `try_with`: a call made while this thread's locals are being destroyed has no chain.
-    CHAIN
-        .try_with(|chain| !chain.borrow().is_empty())
-        .unwrap_or(false)
-}
-
-/// Whether a guarded call around the current one, in the same task, holds the instance `id`.
-pub(crate) fn chain_holds(id: u64) -> bool {
-    CHAIN
-        .try_with(|chain| {
-            let chain = chain.borrow();
-            if chain.is_empty() {
-                return false;
-            }
-            let task = tokio::task::try_id();
-            chain.iter().any(|link| link.id == id && link.task == task)
-        })
-        .unwrap_or(false)
-}
-
-/// A call's entry on this thread's chain; dropping it takes the entry off again (on return
-/// and on unwind). Kept in a local of the scope that runs the call, so entries come off in
-/// the reverse order they went on.
-struct OnChain {
-    /// The chain's length before the push; `None` if nothing was pushed.
-    restore: Option<usize>,
-}
-
-impl OnChain {
-    /// Pushes the guard instances `held` holds; pushes nothing if it holds none.
-    #[inline]
-    fn push(held: &Held<'_>) -> OnChain {
-        if held.is_empty() {
-            return OnChain { restore: None };
-        }
-        let task = tokio::task::try_id();
-        let restore = CHAIN.try_with(|chain| {
-            let mut chain = chain.borrow_mut();
-            let len = chain.len();
-            if let Some(permit) = &held.bulkhead {
-                chain.push(Link {
-                    task,
-                    id: permit.instance_id(),
-                });
-            }
-            if let Some(permit) = &held.breaker {
-                chain.push(Link {
-                    task,
-                    id: permit.instance_id(),
-                });
-            }
-            len
-        });
-        OnChain {
-            restore: restore.ok(),
-        }
-    }
-}
-
-impl Drop for OnChain {
-    #[inline]
-    fn drop(&mut self) {
-        if let Some(len) = self.restore {
-            let _ = CHAIN.try_with(|chain| chain.borrow_mut().truncate(len));
-        }
+        Held::abandon(self);
     }
 }

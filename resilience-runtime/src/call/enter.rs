@@ -1,0 +1,177 @@
+//! Entering a plan: its gates asked in order, the call's permits written into its [`Held`],
+//! blocking or asynchronously. Knows the gates only through [`Gate`](crate::gate::Gate)
+//! (and [`HeldSlot`]), dispatched over the plan's steps with `match_step!`.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use super::chain::{chain_holds, chain_is_busy};
+use super::held::{Held, HeldSlot};
+use crate::error::Rejected;
+use crate::gate::Entry;
+use crate::plan::{match_step, Plan, ReentrancyPolicy, Step};
+
+/// What [`Plan::enter_from`] does at a gate that makes the call wait.
+#[derive(Clone, Copy)]
+enum Mode {
+    /// Wait for it, blocking the thread.
+    Block,
+    /// Stop there, so that the caller waits asynchronously.
+    Stop,
+}
+
+impl Plan {
+    /// [`enter`](Plan::enter), writing the permits into `held`.
+    pub(crate) fn enter_into<'a>(&'a self, held: &mut Held<'a>) -> Result<(), Rejected> {
+        let next = self.enter_from(0, held, Mode::Block)?;
+        debug_assert!(next.is_none(), "a blocking entry never stops at a gate");
+        Ok(())
+    }
+
+    /// [`enter_async`](Plan::enter_async), writing the permits into `held`.
+    #[inline]
+    pub(crate) fn enter_async_into<'c, 'a>(&'a self, held: &'c mut Held<'a>) -> EnterAsync<'c, 'a> {
+        EnterAsync {
+            plan: self,
+            held: Some(held),
+            wait: None,
+        }
+    }
+
+    /// Asks the gates from `steps[from]` on, in order, into `held`. With `Mode::Stop`,
+    /// returns the index of the first gate that makes the call wait (nothing taken there, the
+    /// gates before it held); `None` once every gate admitted the call. On a rejection, `held`
+    /// holds nothing.
+    #[inline]
+    fn enter_from<'a>(
+        &'a self,
+        from: usize,
+        held: &mut Held<'a>,
+        mode: Mode,
+    ) -> Result<Option<usize>, Rejected> {
+        // Most calls are not nested in another guarded call: then no gate needs the check.
+        let nested = self.policy() != ReentrancyPolicy::Allow && chain_is_busy();
+        for (index, step) in self.steps().iter().enumerate().skip(from) {
+            if nested && !self.admit_reentry(step, held)? {
+                continue;
+            }
+            let entered = match_step!(step, gate => enter_one(&**gate, held, mode));
+            match entered {
+                Ok(Entry::Entered) => {}
+                Ok(Entry::MustWait) => return Ok(Some(index)),
+                Err(rejected) => return Err(held.rejected(rejected)),
+            }
+        }
+        Ok(None)
+    }
+
+    /// [`enter_waiting`](Self::enter_waiting), boxed: only a call that waits pays for its
+    /// state (a queue place, a timer).
+    #[cold]
+    #[inline(never)]
+    fn wait_from<'c, 'a>(&'a self, from: usize, held: &'c mut Held<'a>) -> Waiting<'c> {
+        Box::pin(self.enter_waiting(from, held))
+    }
+
+    /// The rest of an asynchronous entry from the gate `steps[from]`, which made the call
+    /// wait: waits for it, then asks the gates after it.
+    async fn enter_waiting<'a>(
+        &'a self,
+        mut from: usize,
+        held: &mut Held<'a>,
+    ) -> Result<(), Rejected> {
+        loop {
+            let waited = match_step!(&self.steps()[from], gate => wait_one(&**gate, held).await);
+            if let Err(rejected) = waited {
+                return Err(held.rejected(rejected));
+            }
+            match self.enter_from(from + 1, held, Mode::Stop)? {
+                None => return Ok(()),
+                Some(next) => from = next,
+            }
+        }
+    }
+
+    /// Applies the re-entrancy policy to `step`: `Ok(true)` to ask it, `Ok(false)` to pass
+    /// through it, `Err` to refuse the call.
+    #[cold]
+    fn admit_reentry(&self, step: &Step, held: &mut Held<'_>) -> Result<bool, Rejected> {
+        if !chain_holds(step.id()) {
+            return Ok(true);
+        }
+        match self.policy() {
+            ReentrancyPolicy::Reject => Err(held.rejected(Rejected::Reentrant {
+                aspect: step.aspect(),
+                name: step.name().clone(),
+            })),
+            ReentrancyPolicy::PassThrough | ReentrancyPolicy::Allow => Ok(false),
+        }
+    }
+}
+
+/// Asks one gate: now, or blocking the thread while it makes the call wait.
+#[inline(always)]
+fn enter_one<'a, G: HeldSlot>(
+    gate: &'a G,
+    held: &mut Held<'a>,
+    mode: Mode,
+) -> Result<Entry, Rejected> {
+    match held.try_enter(gate)? {
+        Entry::Entered => Ok(Entry::Entered),
+        Entry::MustWait => match mode {
+            Mode::Stop => Ok(Entry::MustWait),
+            Mode::Block => {
+                held.hold::<G>(gate.enter_blocking()?);
+                Ok(Entry::Entered)
+            }
+        },
+    }
+}
+
+/// Waits asynchronously for one gate that made the call wait.
+async fn wait_one<'a, G: HeldSlot>(gate: &'a G, held: &mut Held<'a>) -> Result<(), Rejected> {
+    let permit = gate.enter_async().await?;
+    held.hold::<G>(permit);
+    Ok(())
+}
+
+/// The future of [`Plan::enter_async_into`]. Its first poll asks every gate, synchronously,
+/// and is ready unless a gate makes the call wait: only then does it box the wait (a queue
+/// place, a timer) and poll that. Calls that never wait (the common case) pay for no nested
+/// state machine, and the future of every guarded call stays small.
+pub(crate) struct EnterAsync<'c, 'a> {
+    plan: &'a Plan,
+    /// Where the permits go; taken by the first poll.
+    held: Option<&'c mut Held<'a>>,
+    /// The wait for a gate, then for the gates after it.
+    wait: Option<Waiting<'c>>,
+}
+
+/// The boxed wait of an asynchronous entry (see [`Plan::enter_waiting`]).
+type Waiting<'c> = Pin<Box<dyn Future<Output = Result<(), Rejected>> + Send + 'c>>;
+
+impl Future for EnterAsync<'_, '_> {
+    type Output = Result<(), Rejected>;
+
+    // Inlined into the guarded call's own future, whose first poll it is: the state is read
+    // field by field, in registers, not reloaded wide from the stores that just wrote it (a
+    // store-forwarding stall perf showed here).
+    #[inline(always)]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if let Some(held) = this.held.take() {
+            match this.plan.enter_from(0, held, Mode::Stop) {
+                Ok(None) => return Poll::Ready(Ok(())),
+                Err(rejected) => return Poll::Ready(Err(rejected)),
+                Ok(Some(step)) => this.wait = Some(this.plan.wait_from(step, held)),
+            }
+        }
+        let Some(wait) = &mut this.wait else {
+            panic!("a guarded call's entry was polled after it completed");
+        };
+        let entered = ready!(wait.as_mut().poll(cx));
+        this.wait = None;
+        Poll::Ready(entered)
+    }
+}

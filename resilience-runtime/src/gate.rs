@@ -1,0 +1,166 @@
+//! The seam of the admission aspects: a [`Gate`] admits a call or refuses it, and holds a
+//! [`Permit`] while the call runs. The bulkhead, the circuit breaker's permission (and the
+//! rate limiter) are gates; a plan runs them in its order through `call::enter`, which knows
+//! them only through these two traits, dispatched statically over the closed set of a plan's
+//! steps (`match_step!`).
+
+use std::future::Future;
+
+use crate::bulkhead::{Bulkhead, BulkheadPermit};
+use crate::circuit_breaker::{CircuitBreaker, CircuitPermit};
+use crate::error::Rejected;
+use crate::name::Name;
+use crate::outcome::CallOutcome;
+
+/// What [`Gate::try_enter`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Entry {
+    /// The permit is in the slot.
+    Entered,
+    /// No permit now, and the gate makes callers wait for one: nothing was taken or counted;
+    /// the caller waits with [`Gate::enter_async`] (or [`Gate::enter_blocking`]).
+    MustWait,
+}
+
+/// An admission aspect.
+pub(crate) trait Gate {
+    /// The permit of one admitted call. Its `Drop` is the only release; dropped without
+    /// [`complete`](Permit::complete) or [`rejected`](Permit::rejected), the call is abandoned
+    /// (a panic, a future dropped mid-call) and nothing is recorded.
+    type Permit<'a>: Permit
+    where
+        Self: 'a;
+
+    /// The process-wide id of the instance (re-entrancy tracking of the call chain).
+    fn id(&self) -> u64;
+
+    /// The instance name.
+    fn name(&self) -> &Name;
+
+    /// Admits the call now into `slot` (written in place: a permit built in a temporary and
+    /// copied into the call's state was read back in wide loads from the narrow stores that
+    /// had just written it, a store-forwarding stall), or says it must wait, or refuses it.
+    fn try_enter<'a>(&'a self, slot: &mut Option<Self::Permit<'a>>) -> Result<Entry, Rejected>;
+
+    /// Admits the call, blocking the thread while the gate makes it wait.
+    fn enter_blocking(&self) -> Result<Self::Permit<'_>, Rejected>;
+
+    /// Admits the call, waiting asynchronously while the gate makes it wait. Cancel-safe:
+    /// dropped while it waits, it holds nothing and leaves no trace.
+    fn enter_async(&self) -> impl Future<Output = Result<Self::Permit<'_>, Rejected>> + Send;
+}
+
+/// What a gate's permit does when the call ends. Both consume the permit, whose drop then
+/// releases it.
+pub(crate) trait Permit {
+    /// The call ran to completion with `outcome`.
+    fn complete(self, outcome: CallOutcome);
+
+    /// A gate further in refused the call with `rejection`.
+    fn rejected(self, rejection: &Rejected);
+
+    /// The process-wide id of the gate instance.
+    fn instance_id(&self) -> u64;
+}
+
+// ----- the bulkhead -----
+
+impl Gate for Bulkhead {
+    type Permit<'a> = BulkheadPermit<'a>;
+
+    #[inline]
+    fn id(&self) -> u64 {
+        Bulkhead::id(self)
+    }
+
+    fn name(&self) -> &Name {
+        Bulkhead::name(self)
+    }
+
+    #[inline(always)]
+    fn try_enter<'a>(&'a self, slot: &mut Option<BulkheadPermit<'a>>) -> Result<Entry, Rejected> {
+        match self.try_acquire_uncounted() {
+            Some(permit) => {
+                *slot = Some(permit);
+                Ok(Entry::Entered)
+            }
+            None if self.waits() => Ok(Entry::MustWait),
+            // Counted as a rejection (or, if a permit came free meanwhile, an admission).
+            None => {
+                *slot = Some(self.try_acquire()?);
+                Ok(Entry::Entered)
+            }
+        }
+    }
+
+    fn enter_blocking(&self) -> Result<BulkheadPermit<'_>, Rejected> {
+        self.acquire_blocking()
+    }
+
+    fn enter_async(&self) -> impl Future<Output = Result<BulkheadPermit<'_>, Rejected>> + Send {
+        self.acquire()
+    }
+}
+
+impl Permit for BulkheadPermit<'_> {
+    #[inline]
+    fn complete(self, _: CallOutcome) {}
+
+    #[inline]
+    fn rejected(self, _: &Rejected) {}
+
+    #[inline]
+    fn instance_id(&self) -> u64 {
+        BulkheadPermit::instance_id(self)
+    }
+}
+
+// ----- the circuit breaker's permission -----
+
+impl Gate for CircuitBreaker {
+    type Permit<'a> = CircuitPermit<'a>;
+
+    #[inline]
+    fn id(&self) -> u64 {
+        CircuitBreaker::id(self)
+    }
+
+    fn name(&self) -> &Name {
+        CircuitBreaker::name(self)
+    }
+
+    #[inline(always)]
+    fn try_enter<'a>(&'a self, slot: &mut Option<CircuitPermit<'a>>) -> Result<Entry, Rejected> {
+        self.try_acquire_into(slot)?;
+        Ok(Entry::Entered)
+    }
+
+    fn enter_blocking(&self) -> Result<CircuitPermit<'_>, Rejected> {
+        self.try_acquire()
+    }
+
+    fn enter_async(&self) -> impl Future<Output = Result<CircuitPermit<'_>, Rejected>> + Send {
+        std::future::ready(self.try_acquire())
+    }
+}
+
+impl Permit for CircuitPermit<'_> {
+    #[inline(always)]
+    fn complete(self, outcome: CallOutcome) {
+        match outcome {
+            CallOutcome::Success => self.record_success(),
+            CallOutcome::Failure => self.record_failure(),
+            CallOutcome::Ignored => self.record_ignored(),
+        }
+    }
+
+    #[inline]
+    fn rejected(self, rejection: &Rejected) {
+        self.record_rejected(rejection);
+    }
+
+    #[inline]
+    fn instance_id(&self) -> u64 {
+        CircuitPermit::instance_id(self)
+    }
+}

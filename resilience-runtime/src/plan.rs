@@ -1,0 +1,259 @@
+//! [`Plan`]: a call site's guards, resolved to instances and sorted by precedence, and the
+//! [`Guard`]s and [`ReentrancyPolicy`] it is made from. Running a call through a plan is the
+//! `call` module's.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::aspect::Aspect;
+use crate::bulkhead::Bulkhead;
+use crate::circuit_breaker::CircuitBreaker;
+use crate::gate::Gate;
+use crate::name::Name;
+
+/// One guard of a call: an aspect kind and the name of its instance.
+///
+/// ```
+/// use resilience_runtime::{Aspect, Guard};
+///
+/// const ORDERS: [Guard; 2] = [Guard::bulkhead("orders"), Guard::circuit_breaker("orders")];
+/// assert_eq!(ORDERS[1].aspect(), Aspect::CircuitBreaker);
+/// assert_eq!(ORDERS[1].name(), "orders");
+///
+/// // Names known only at run time work too.
+/// let tenant = String::from("tenant-7");
+/// let guard = Guard::new(Aspect::Bulkhead, &tenant);
+/// assert_eq!(guard.name(), "tenant-7");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Guard<'a> {
+    aspect: Aspect,
+    name: &'a str,
+}
+
+impl<'a> Guard<'a> {
+    /// The bulkhead `name`.
+    pub const fn bulkhead(name: &'a str) -> Self {
+        Guard::new(Aspect::Bulkhead, name)
+    }
+
+    /// The circuit breaker `name`.
+    pub const fn circuit_breaker(name: &'a str) -> Self {
+        Guard::new(Aspect::CircuitBreaker, name)
+    }
+
+    /// The instance `name` of `aspect`.
+    pub const fn new(aspect: Aspect, name: &'a str) -> Self {
+        Guard { aspect, name }
+    }
+
+    /// The aspect kind.
+    pub const fn aspect(&self) -> Aspect {
+        self.aspect
+    }
+
+    /// The instance name.
+    pub const fn name(&self) -> &'a str {
+        self.name
+    }
+}
+
+/// Why a list of guards cannot make one call's plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GuardListError {
+    /// The same aspect kind twice.
+    Repeated(Aspect),
+    /// An aspect kind with no implementation yet.
+    Unimplemented(Aspect),
+}
+
+impl GuardListError {
+    /// The first problem of `guards`, if any; usable in constants.
+    pub(crate) const fn check(guards: &[Guard<'_>]) -> Option<GuardListError> {
+        let mut i = 0;
+        while i < guards.len() {
+            let aspect = guards[i].aspect;
+            if !aspect.is_implemented() {
+                return Some(GuardListError::Unimplemented(aspect));
+            }
+            let mut j = 0;
+            while j < i {
+                if guards[j].aspect as u8 == aspect as u8 {
+                    return Some(GuardListError::Repeated(aspect));
+                }
+                j += 1;
+            }
+            i += 1;
+        }
+        None
+    }
+}
+
+impl fmt::Display for GuardListError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GuardListError::Repeated(aspect) => write!(
+                f,
+                "{aspect} appears twice; a call takes each aspect once (use one instance name)"
+            ),
+            GuardListError::Unimplemented(aspect) => {
+                write!(f, "the {aspect} aspect has no implementation yet")
+            }
+        }
+    }
+}
+
+/// What a guarded call does when it enters a guard instance that an enclosing guarded call on
+/// the same call chain already holds.
+///
+/// The call chain is the guarded calls the current one runs inside: on the same thread and in
+/// the same tokio task (or outside any task), a sync call for the extent of its body, an async
+/// call while its future is being polled or dropped. A task spawned from a guarded call, or
+/// driven by a nested executor inside one, is another chain; so are sibling calls joined in one
+/// task (they run one after the other, not inside each other).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ReentrancyPolicy {
+    /// Pass through the guard: no second permit, no second record. A bulkhead of size 1
+    /// cannot deadlock on itself and a breaker counts the call once.
+    #[default]
+    PassThrough,
+    /// Refuse the inner call with [`Rejected::Reentrant`](crate::Rejected::Reentrant).
+    Reject,
+    /// Acquire the guard again, as if the calls were unrelated (double counting, and a full
+    /// bulkhead can block on itself).
+    Allow,
+}
+
+/// One step of a plan: a guard instance, of one of the closed set of gate kinds. Every `match`
+/// over it goes through [`match_step!`], so a new kind is one variant here and one arm there,
+/// and the compiler lists every site that has to learn it.
+#[derive(Clone, Debug)]
+pub(crate) enum Step {
+    Bulkhead(Arc<Bulkhead>),
+    CircuitBreaker(Arc<CircuitBreaker>),
+}
+
+/// Runs `$e` with `$g` bound to the instance of whichever variant `$step` is (tokio's
+/// `match_flavor!`): static dispatch, one arm per gate kind, no wildcard.
+macro_rules! match_step {
+    ($step:expr, $g:ident => $e:expr) => {
+        match $step {
+            $crate::plan::Step::Bulkhead($g) => $e,
+            $crate::plan::Step::CircuitBreaker($g) => $e,
+        }
+    };
+}
+pub(crate) use match_step;
+
+impl Step {
+    /// The process-wide id of the instance (re-entrancy tracking of the call chain).
+    pub(crate) fn id(&self) -> u64 {
+        match_step!(self, g => Gate::id(&**g))
+    }
+
+    pub(crate) fn aspect(&self) -> Aspect {
+        match self {
+            Step::Bulkhead(_) => Aspect::Bulkhead,
+            Step::CircuitBreaker(_) => Aspect::CircuitBreaker,
+        }
+    }
+
+    pub(crate) fn name(&self) -> &Name {
+        match_step!(self, g => Gate::name(&**g))
+    }
+}
+
+/// The guards of one call site, resolved to instances of a [`Registry`](crate::Registry) and
+/// sorted by its precedence (outermost first); built by
+/// [`Registry::plan`](crate::Registry::plan).
+///
+/// Running a call through a plan acquires each guard in order, runs the call, records its
+/// outcome, and releases the guards in reverse order on every path: `Ok`, `Err`, a rejection,
+/// a panic (released, then the panic resumes), and a future dropped mid-call (abandoned: not
+/// recorded). A guard that refuses the call returns [`Rejected`](crate::Rejected); the guards outside it see a
+/// rejection, not a failure of the call.
+///
+/// ```
+/// use resilience_runtime::{Guard, Registry, Rejected};
+///
+/// #[derive(Debug)]
+/// enum OrderError { Rejected(Rejected), OutOfStock }
+/// impl From<Rejected> for OrderError {
+///     fn from(r: Rejected) -> Self { OrderError::Rejected(r) }
+/// }
+///
+/// let registry = Registry::new();
+/// // Written breaker first; the bulkhead still runs first (precedence 100 < 400).
+/// let plan = registry.plan(&[Guard::circuit_breaker("orders"), Guard::bulkhead("orders")])?;
+/// let order: Result<u32, OrderError> = plan.call(|| Ok(42));
+/// assert_eq!(order.unwrap(), 42);
+/// let failed: Result<u32, OrderError> = plan.call(|| Err(OrderError::OutOfStock));
+/// assert!(matches!(failed, Err(OrderError::OutOfStock)));
+/// assert_eq!(registry.circuit_breaker("orders").metrics().number_of_failed_calls(), 1);
+/// # Ok::<(), resilience_runtime::ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct Plan {
+    steps: Vec<Step>,
+    generation: u64,
+    policy: ReentrancyPolicy,
+}
+
+impl Plan {
+    pub(crate) fn empty(generation: u64, policy: ReentrancyPolicy) -> Self {
+        Plan {
+            steps: Vec::with_capacity(3),
+            generation,
+            policy,
+        }
+    }
+
+    /// Adds `step` after the steps already in the plan (the caller sorts them).
+    pub(crate) fn push(&mut self, step: Step) {
+        self.steps.push(step);
+    }
+
+    /// The steps in execution order (outermost first).
+    #[inline]
+    pub(crate) fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+
+    /// What a guarded call does when it enters an instance its call chain already holds.
+    #[inline]
+    pub(crate) fn policy(&self) -> ReentrancyPolicy {
+        self.policy
+    }
+
+    /// The registry generation this plan was resolved at.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Whether `other` runs the same instances in the same order under the same policy.
+    pub(crate) fn same_as(&self, other: &Plan) -> bool {
+        self.policy == other.policy
+            && self.steps.len() == other.steps.len()
+            && self
+                .steps
+                .iter()
+                .zip(&other.steps)
+                .all(|(a, b)| a.id() == b.id())
+    }
+
+    /// The guards in execution order (outermost first).
+    pub fn guards(&self) -> impl ExactSizeIterator<Item = (Aspect, &Name)> + '_ {
+        self.steps.iter().map(|s| (s.aspect(), s.name()))
+    }
+}
+
+impl fmt::Debug for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Plan")
+            .field("guards", &self.guards().collect::<Vec<_>>())
+            .field("generation", &self.generation)
+            .field("policy", &self.policy)
+            .finish()
+    }
+}
