@@ -146,7 +146,72 @@ macro_rules! match_step {
 }
 pub(crate) use match_step;
 
+/// The kinds of gate, one slot of a call's permits each, declared in the order of the default
+/// precedence (outermost first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GateKind {
+    Bulkhead,
+    CircuitBreaker,
+}
+
+impl GateKind {
+    /// Every kind, in declaration order: the default precedence's.
+    pub(crate) const ALL: [GateKind; 2] = [GateKind::Bulkhead, GateKind::CircuitBreaker];
+}
+
+/// The most gates one plan holds: one of each kind.
+const MAX_GATES: usize = GateKind::ALL.len();
+
+/// The gate kinds of a plan in its order, outermost first: what a call releases, in reverse.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct GateOrder {
+    kinds: [Option<GateKind>; MAX_GATES],
+    /// Whether `kinds` are in declaration order ([`GateKind::ALL`]), as under the default
+    /// precedence: then a call releases its slots in one fixed sequence, without reading
+    /// `kinds` (the common case costs what the two-guard code did).
+    declared: bool,
+}
+
+impl GateOrder {
+    pub(crate) const EMPTY: GateOrder = GateOrder {
+        kinds: [None; MAX_GATES],
+        declared: true,
+    };
+
+    fn push(&mut self, kind: GateKind) {
+        let last = self.kinds.iter().flatten().last().copied();
+        if let Some(last) = last {
+            self.declared &= (last as u8) < (kind as u8);
+        }
+        let free = self.kinds.iter_mut().find(|k| k.is_none());
+        debug_assert!(free.is_some(), "a plan holds each gate kind once");
+        if let Some(free) = free {
+            *free = Some(kind);
+        }
+    }
+
+    /// Whether the kinds are in declaration order.
+    #[inline(always)]
+    pub(crate) fn is_declared(&self) -> bool {
+        self.declared
+    }
+
+    /// The kinds, outermost first.
+    #[inline(always)]
+    pub(crate) fn kinds(&self) -> impl DoubleEndedIterator<Item = GateKind> + '_ {
+        self.kinds.iter().flatten().copied()
+    }
+}
+
 impl Step {
+    /// The kind of gate.
+    pub(crate) fn kind(&self) -> GateKind {
+        match self {
+            Step::Bulkhead(_) => GateKind::Bulkhead,
+            Step::CircuitBreaker(_) => GateKind::CircuitBreaker,
+        }
+    }
+
     /// The process-wide id of the instance (re-entrancy tracking of the call chain).
     pub(crate) fn id(&self) -> u64 {
         match_step!(self, g => Gate::id(&**g))
@@ -196,6 +261,8 @@ impl Step {
 #[derive(Clone)]
 pub struct Plan {
     steps: Vec<Step>,
+    /// The kinds of `steps`, in order.
+    order: GateOrder,
     generation: u64,
     policy: ReentrancyPolicy,
 }
@@ -204,6 +271,7 @@ impl Plan {
     pub(crate) fn empty(generation: u64, policy: ReentrancyPolicy) -> Self {
         Plan {
             steps: Vec::with_capacity(3),
+            order: GateOrder::EMPTY,
             generation,
             policy,
         }
@@ -211,7 +279,14 @@ impl Plan {
 
     /// Adds `step` after the steps already in the plan (the caller sorts them).
     pub(crate) fn push(&mut self, step: Step) {
+        self.order.push(step.kind());
         self.steps.push(step);
+    }
+
+    /// The kinds of the steps, in order.
+    #[inline(always)]
+    pub(crate) fn order(&self) -> GateOrder {
+        self.order
     }
 
     /// The steps in execution order (outermost first).

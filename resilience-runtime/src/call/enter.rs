@@ -50,6 +50,9 @@ impl Plan {
         held: &mut Held<'a>,
         mode: Mode,
     ) -> Result<Option<usize>, Rejected> {
+        if from == 0 {
+            held.start(self.order());
+        }
         // Most calls are not nested in another guarded call: then no gate needs the check.
         let nested = self.policy() != ReentrancyPolicy::Allow && chain_is_busy();
         for (index, step) in self.steps().iter().enumerate().skip(from) {

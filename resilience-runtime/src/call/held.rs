@@ -5,28 +5,19 @@ use crate::circuit_breaker::{CircuitBreaker, CircuitPermit};
 use crate::error::Rejected;
 use crate::gate::{Entry, Gate, Permit};
 use crate::outcome::CallOutcome;
-
-/// The kinds of gate a call can hold, one slot of [`Held`] each.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum GateKind {
-    Bulkhead,
-    CircuitBreaker,
-}
-
-/// The most gates one call holds: one of each kind.
-const MAX_GATES: usize = 2;
+use crate::plan::{GateKind, GateOrder};
 
 /// The permits of a call being made: one slot per gate kind (a plan holds each kind at most
-/// once), and the kinds in the order they were taken, which is the plan's. Written in place
-/// as the gates admit the call, so that nothing of the call's state is moved on the way (it
-/// lives in the caller's frame or future). However the call ends, the permits go innermost
-/// first (the reverse of `order`); dropped, it releases what it still holds, recording
-/// nothing.
+/// once), and the plan's order of the kinds. Written in place as the gates admit the call, so
+/// that nothing of the call's state is moved on the way (it lives in the caller's frame or
+/// future). However the call ends, the permits go innermost first (the reverse of the plan's
+/// order); dropped, it releases what it still holds, recording nothing.
 pub(crate) struct Held<'a> {
     bulkhead: Option<BulkheadPermit<'a>>,
     breaker: Option<CircuitPermit<'a>>,
-    /// The kinds held, outermost first; `None` past the last.
-    order: [Option<GateKind>; MAX_GATES],
+    /// The plan's order of the gate kinds, set as the call starts entering the plan: the
+    /// order the slots are released in, innermost first, whichever of them are held.
+    order: GateOrder,
 }
 
 /// How the permits are let go.
@@ -42,12 +33,10 @@ enum End<'r> {
 
 /// The slot of [`Held`] that holds a gate's permit: one impl per gate kind.
 pub(crate) trait HeldSlot: Gate + 'static {
-    const KIND: GateKind;
     fn slot<'h, 'a>(held: &'h mut Held<'a>) -> &'h mut Option<Self::Permit<'a>>;
 }
 
 impl HeldSlot for Bulkhead {
-    const KIND: GateKind = GateKind::Bulkhead;
     #[inline(always)]
     fn slot<'h, 'a>(held: &'h mut Held<'a>) -> &'h mut Option<BulkheadPermit<'a>> {
         &mut held.bulkhead
@@ -55,7 +44,6 @@ impl HeldSlot for Bulkhead {
 }
 
 impl HeldSlot for CircuitBreaker {
-    const KIND: GateKind = GateKind::CircuitBreaker;
     #[inline(always)]
     fn slot<'h, 'a>(held: &'h mut Held<'a>) -> &'h mut Option<CircuitPermit<'a>> {
         &mut held.breaker
@@ -67,27 +55,21 @@ impl<'a> Held<'a> {
         Held {
             bulkhead: None,
             breaker: None,
-            order: [None; MAX_GATES],
+            order: GateOrder::EMPTY,
         }
     }
 
+    /// Takes the release order of the plan whose gates the call enters.
     #[inline(always)]
-    fn push(&mut self, kind: GateKind) {
-        match self.order.iter_mut().find(|k| k.is_none()) {
-            Some(free) => *free = Some(kind),
-            None => debug_assert!(false, "a plan holds each gate kind once"),
-        }
+    pub(crate) fn start(&mut self, order: GateOrder) {
+        self.order = order;
     }
 
     /// Asks `gate` to admit the call now, its permit written in its slot.
     #[inline(always)]
     pub(crate) fn try_enter<G: HeldSlot>(&mut self, gate: &'a G) -> Result<Entry, Rejected> {
         debug_assert!(G::slot(self).is_none(), "a plan holds each gate kind once");
-        let entry = gate.try_enter(G::slot(self))?;
-        if entry == Entry::Entered {
-            self.push(G::KIND);
-        }
-        Ok(entry)
+        gate.try_enter(G::slot(self))
     }
 
     /// Holds a permit `gate` granted after a wait.
@@ -95,27 +77,32 @@ impl<'a> Held<'a> {
     pub(crate) fn hold<G: HeldSlot>(&mut self, permit: G::Permit<'a>) {
         debug_assert!(G::slot(self).is_none(), "a plan holds each gate kind once");
         *G::slot(self) = Some(permit);
-        self.push(G::KIND);
     }
 
+    /// Whether no gate is held. (The slots named one by one, by destructuring: a new slot
+    /// does not compile until it is listed here. Cheaper than walking the order, and called
+    /// on every call: after the call ended, by the drop.)
+    #[inline(always)]
     pub(crate) fn is_empty(&self) -> bool {
-        self.order[0].is_none()
+        let Held {
+            bulkhead,
+            breaker,
+            order: _,
+        } = self;
+        bulkhead.is_none() && breaker.is_none()
     }
 
     /// The number of gates held.
     pub(crate) fn len(&self) -> usize {
-        self.order.iter().flatten().count()
+        self.instance_ids().count()
     }
 
     /// The instance ids of the gates held, outermost first.
     #[inline]
     pub(crate) fn instance_ids(&self) -> impl Iterator<Item = u64> + '_ {
-        self.order.iter().map_while(|kind| {
-            let kind = (*kind)?;
-            match kind {
-                GateKind::Bulkhead => self.bulkhead.as_ref().map(Permit::instance_id),
-                GateKind::CircuitBreaker => self.breaker.as_ref().map(Permit::instance_id),
-            }
+        self.order.kinds().filter_map(|kind| match kind {
+            GateKind::Bulkhead => self.bulkhead.as_ref().map(Permit::instance_id),
+            GateKind::CircuitBreaker => self.breaker.as_ref().map(Permit::instance_id),
         })
     }
 
@@ -141,12 +128,25 @@ impl<'a> Held<'a> {
 
     #[inline(always)]
     fn end(&mut self, end: End<'_>) {
-        let order = std::mem::replace(&mut self.order, [None; MAX_GATES]);
-        for kind in order.into_iter().rev().flatten() {
-            match kind {
-                GateKind::Bulkhead => finish(self.bulkhead.take(), end),
-                GateKind::CircuitBreaker => finish(self.breaker.take(), end),
+        if self.order.is_declared() {
+            // The default precedence (or any order that agrees with it): a fixed sequence the
+            // compiler unrolls, empty slots skipped.
+            for kind in GateKind::ALL.into_iter().rev() {
+                self.finish(kind, end);
             }
+        } else {
+            let order = self.order;
+            for kind in order.kinds().rev() {
+                self.finish(kind, end);
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn finish(&mut self, kind: GateKind, end: End<'_>) {
+        match kind {
+            GateKind::Bulkhead => finish(self.bulkhead.take(), end),
+            GateKind::CircuitBreaker => finish(self.breaker.take(), end),
         }
     }
 }
@@ -164,7 +164,10 @@ fn finish<P: Permit>(permit: Option<P>, end: End<'_>) {
 
 impl Drop for Held<'_> {
     /// Abandoned (a panic, or the future dropped): release innermost first, record nothing.
+    #[inline]
     fn drop(&mut self) {
-        self.abandon();
+        if !self.is_empty() {
+            self.abandon();
+        }
     }
 }
