@@ -207,3 +207,34 @@ pub(crate) fn validate(
         Err(validation)
     }
 }
+
+impl Registry {
+    /// Every function guarded by the attribute macros in the crates linked into this program,
+    /// sorted by file and line. A crate whose guarded functions are not linked in (nothing
+    /// calls into it) contributes none.
+    pub fn call_sites(&self) -> Vec<&'static CallSite> {
+        all()
+    }
+
+    /// Checks the instance names used by the annotations against this registry's
+    /// configurations, so a service can fail fast at startup.
+    ///
+    /// ```
+    /// use resilience_runtime::Registry;
+    ///
+    /// let registry = Registry::new();
+    /// // No annotation in this program: nothing is missing.
+    /// let report = registry.validate().expect("every used name is configured");
+    /// assert!(report.unconfigured.is_empty());
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`Validation`] listing every instance name used by an annotation that has no
+    /// configuration of its own (it would run on the default), with the functions using it.
+    /// Configurations that no annotation uses are listed in the report either way (a base
+    /// configuration counts as used).
+    pub fn validate(&self) -> Result<Validation, Validation> {
+        validate(self, &all())
+    }
+}

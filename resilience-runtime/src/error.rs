@@ -5,7 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::aspect::Aspect;
-use crate::circuit_breaker::CircuitState;
+use crate::circuit_breaker::state::CircuitState;
 use crate::name::Name;
 
 /// A guard refused to run a call. This is not a failure of the guarded function: the function

@@ -1,0 +1,522 @@
+//! [`Registry`]: named configurations, guard instances, the precedence table. The facade is
+//! here, one generic `instance` / `configure` underneath the named methods of each kind; the
+//! tables with base inheritance are [`kind`], the precedence table [`precedence`].
+
+mod kind;
+mod precedence;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use once_cell::sync::Lazy;
+
+use crate::aspect::Aspect;
+use crate::bulkhead::{Bulkhead, BulkheadConfig};
+use crate::circuit_breaker::{CircuitBreaker, CircuitBreakerConfig};
+use crate::clock::Clock;
+use crate::error::ConfigError;
+use crate::name::Name;
+use crate::plan::{Guard, GuardListError, Plan, ReentrancyPolicy, Step};
+
+use kind::{Config, Instance, Kind, Pending};
+use precedence::Precedence;
+
+/// Generations are drawn from one process-wide counter, so a generation number identifies
+/// both a registry and the state of its configuration: a cached [`Plan`] is current exactly
+/// when its generation equals its registry's.
+static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
+
+fn next_generation() -> u64 {
+    NEXT_GENERATION.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Named guard configurations and instances, and the precedence that orders the guards of a
+/// call.
+///
+/// The macros use [`Registry::global`]; tests build their own with [`Registry::new`] or
+/// [`Registry::with_clock`]. Both are `Send + Sync`.
+///
+/// - **Configurations.** A default configuration per aspect kind and named configurations.
+///   A named configuration takes every field it does not set from its
+///   [`base`](BulkheadConfig::base) configuration if it names one, else from the default
+///   configuration of its kind (Resilience4j's `baseConfig` and `default`).
+/// - **Instances.** [`bulkhead`](Registry::bulkhead) and
+///   [`circuit_breaker`](Registry::circuit_breaker) get or create the instance of a name; a
+///   name never configured gets the default configuration. An instance lives as long as its
+///   registry: configuring a name reconfigures its instance in place, so every handle to it
+///   stays live and its event subscribers keep listening (a breaker starts over with fresh
+///   metrics; a bulkhead's limit moves at once, the calls in flight counted against it, and
+///   its counters keep counting).
+///   Changes apply one at a time; a breaker's subscribers hear of it on the configuring
+///   thread, once the registry's lock is released, so they may use the registry (but not
+///   configure it: that waits for the change that called them).
+/// - **Precedence.** A number per aspect kind; lower runs first (outermost). Defaults:
+///   bulkhead 100, rate limiter 200, retry 300, circuit breaker 400, time limiter 500.
+/// - **Generation.** Every change of configuration or precedence moves the
+///   [`generation`](Registry::generation), so a call site caches its resolved [`Plan`] and
+///   checks it with one atomic load per call.
+///
+/// ```
+/// use std::time::Duration;
+/// use resilience_runtime::{Aspect, BulkheadConfig, CircuitBreakerConfig, Registry, SlidingWindow};
+///
+/// let registry = Registry::new();
+/// registry.configure_bulkhead("orders", BulkheadConfig::builder()
+///     .max_concurrent_calls(80)
+///     .max_wait_duration(Duration::from_millis(500))
+///     .build()?)?;
+/// registry.configure_circuit_breaker("orders", CircuitBreakerConfig::builder()
+///     .failure_rate_threshold(50.0)
+///     .sliding_window(SlidingWindow::CountBased(100))
+///     .build()?)?;
+///
+/// assert_eq!(registry.bulkhead("orders").max_allowed_concurrent_calls(), 80);
+/// assert_eq!(registry.precedence()[0], Aspect::Bulkhead);
+/// # Ok::<(), resilience_runtime::ConfigError>(())
+/// ```
+pub struct Registry {
+    clock: Clock,
+    generation: AtomicU64,
+    state: RwLock<State>,
+    /// Held for the whole of a change, so that changes apply one at a time, instances
+    /// included; `state`'s write lock is held only while the tables change (see
+    /// [`Registry::change`]).
+    changing: Mutex<()>,
+}
+
+struct State {
+    bulkheads: Kind<BulkheadConfig, Bulkhead>,
+    circuit_breakers: Kind<CircuitBreakerConfig, CircuitBreaker>,
+    precedence: Precedence,
+    reentrancy: ReentrancyPolicy,
+}
+
+/// An aspect kind the registry keeps: its table in [`State`] and how to make an instance.
+/// One impl per kind (at the end of this file); the registry's methods for each kind are
+/// one line over the generic ones.
+trait Registered: Instance + Sized {
+    const ASPECT: Aspect;
+    fn table(state: &State) -> &Kind<Self::Config, Self>;
+    fn table_mut(state: &mut State) -> &mut Kind<Self::Config, Self>;
+    fn make(name: Name, config: Self::Config, clock: &Clock) -> Self;
+}
+
+static GLOBAL: Lazy<Registry> = Lazy::new(Registry::new);
+
+impl Registry {
+    /// A registry on the system clock, with default configurations and precedence.
+    pub fn new() -> Self {
+        Registry::with_clock(Clock::system())
+    }
+
+    /// A registry whose guards read `clock`, such as a [`ManualClock`](crate::ManualClock).
+    pub fn with_clock(clock: impl Into<Clock>) -> Self {
+        Registry {
+            clock: clock.into(),
+            generation: AtomicU64::new(next_generation()),
+            state: RwLock::new(State {
+                bulkheads: Kind::new(BulkheadConfig::default()),
+                circuit_breakers: Kind::new(CircuitBreakerConfig::default()),
+                precedence: Precedence::new(),
+                reentrancy: ReentrancyPolicy::default(),
+            }),
+            changing: Mutex::new(()),
+        }
+    }
+
+    /// The process-wide registry the attribute macros use, built on first use.
+    #[inline]
+    pub fn global() -> &'static Registry {
+        &GLOBAL
+    }
+
+    /// The clock the guards of this registry read.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// A number that changes whenever the configuration or the precedence of this registry
+    /// changes, and that no other registry ever shows.
+    #[inline]
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Applies `change` under the write lock and moves the generation if it succeeded; then,
+    /// with the lock released, reconfigures the instances it named.
+    ///
+    /// Instances are reconfigured outside the lock because reconfiguring one runs code of the
+    /// user's: a breaker's event subscribers (called on this thread), a bulkhead's woken
+    /// waiters. They may use the registry. Changes still apply one at a time (`changing`), so
+    /// instances end with the configuration the registry records.
+    fn change(
+        &self,
+        change: impl FnOnce(&mut State, &Clock) -> Result<Pending, ConfigError>,
+    ) -> Result<(), ConfigError> {
+        let _changing = self.changing.lock().unwrap_or_else(PoisonError::into_inner);
+        let pending = {
+            let mut state: RwLockWriteGuard<'_, State> =
+                self.state.write().unwrap_or_else(PoisonError::into_inner);
+            let pending = change(&mut state, &self.clock)?;
+            self.generation.store(next_generation(), Ordering::Release);
+            pending
+        };
+        // Every instance is reconfigured even if a subscriber panics on the way: the first
+        // panic resumes once the registry and its instances agree again.
+        let mut panicked = None;
+        for reconfigure in pending {
+            if let Err(panic) = panic::catch_unwind(AssertUnwindSafe(reconfigure)) {
+                panicked.get_or_insert(panic);
+            }
+        }
+        if let Some(panic) = panicked {
+            panic::resume_unwind(panic);
+        }
+        Ok(())
+    }
+
+    // ----- every kind: the generic accessors -----
+
+    /// The instance of `name`, created with its configuration (or the default one) on first
+    /// use.
+    fn instance<I: Registered>(&self, name: &str) -> Arc<I> {
+        if let Some(found) = I::table(&self.read()).instance(name) {
+            return Arc::clone(found);
+        }
+        let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
+        let clock = &self.clock;
+        I::table_mut(&mut state).get_or_create(name, |n, c| I::make(n, c, clock))
+    }
+
+    /// Installs `config` for `name` (see the named methods).
+    fn configure<I: Registered>(&self, name: Name, config: I::Config) -> Result<(), ConfigError> {
+        self.change(|state, clock| {
+            I::table_mut(state).configure(name, config, |n, c| I::make(n, c, clock))
+        })
+    }
+
+    /// Replaces the default configuration of a kind (see the named methods).
+    fn configure_default<I: Registered>(&self, config: I::Config) -> Result<(), ConfigError> {
+        self.change(|state, clock| {
+            I::table_mut(state).configure_default(config, |n, c| I::make(n, c, clock))
+        })
+    }
+
+    fn instances<I: Registered>(&self) -> Vec<Arc<I>> {
+        I::table(&self.read()).all()
+    }
+
+    fn effective<I: Registered>(&self, name: &str) -> I::Config {
+        I::table(&self.read()).effective(name)
+    }
+
+    // ----- bulkheads -----
+
+    /// The bulkhead named `name`, created with its configuration (or the default one) on
+    /// first use.
+    pub fn bulkhead(&self, name: &str) -> Arc<Bulkhead> {
+        self.instance(name)
+    }
+
+    /// Installs `config` for the bulkhead `name` and reconfigures its instance in place (see
+    /// [`Bulkhead::reconfigure`]: permits held count against the new limit); configurations
+    /// based on it are re-resolved, and their instances reconfigured if their effective
+    /// configuration changed.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] for an unknown or cyclic base configuration, or a merged
+    /// configuration that is invalid; the registry is unchanged then.
+    pub fn configure_bulkhead(
+        &self,
+        name: impl Into<Name>,
+        config: BulkheadConfig,
+    ) -> Result<(), ConfigError> {
+        self.configure::<Bulkhead>(name.into(), config)
+    }
+
+    /// Replaces the default bulkhead configuration: the one of names never configured, and
+    /// the base of named configurations that name no base.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] if `config` names a base (the default has none) or leaves a named
+    /// configuration invalid; the registry is unchanged then.
+    pub fn configure_default_bulkhead(&self, config: BulkheadConfig) -> Result<(), ConfigError> {
+        self.configure_default::<Bulkhead>(config)
+    }
+
+    /// Every bulkhead instance created so far, sorted by name.
+    pub fn bulkheads(&self) -> Vec<Arc<Bulkhead>> {
+        self.instances()
+    }
+
+    /// The effective configuration of the bulkhead `name` (its own, resolved against its
+    /// base, or the default).
+    pub fn bulkhead_config(&self, name: &str) -> BulkheadConfig {
+        self.effective::<Bulkhead>(name)
+    }
+
+    // ----- circuit breakers -----
+
+    /// The circuit breaker named `name`, created with its configuration (or the default one)
+    /// on first use.
+    pub fn circuit_breaker(&self, name: &str) -> Arc<CircuitBreaker> {
+        self.instance(name)
+    }
+
+    /// Installs `config` for the circuit breaker `name` and reconfigures its instance in place
+    /// (see [`CircuitBreaker::reconfigure`]: it starts over in its initial state, with fresh
+    /// metrics); configurations based on it are re-resolved, and their instances reconfigured
+    /// if their effective configuration changed.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] for an unknown or cyclic base configuration, or a merged
+    /// configuration that is invalid; the registry is unchanged then.
+    pub fn configure_circuit_breaker(
+        &self,
+        name: impl Into<Name>,
+        config: CircuitBreakerConfig,
+    ) -> Result<(), ConfigError> {
+        self.configure::<CircuitBreaker>(name.into(), config)
+    }
+
+    /// Replaces the default circuit breaker configuration: the one of names never
+    /// configured, and the base of named configurations that name no base.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] if `config` names a base (the default has none) or leaves a named
+    /// configuration invalid; the registry is unchanged then.
+    pub fn configure_default_circuit_breaker(
+        &self,
+        config: CircuitBreakerConfig,
+    ) -> Result<(), ConfigError> {
+        self.configure_default::<CircuitBreaker>(config)
+    }
+
+    /// Every circuit breaker instance created so far, sorted by name.
+    pub fn circuit_breakers(&self) -> Vec<Arc<CircuitBreaker>> {
+        self.instances()
+    }
+
+    /// The effective configuration of the circuit breaker `name` (its own, resolved against
+    /// its base, or the default).
+    pub fn circuit_breaker_config(&self, name: &str) -> CircuitBreakerConfig {
+        self.effective::<CircuitBreaker>(name)
+    }
+
+    // ----- precedence and re-entrancy -----
+
+    /// Sets the precedence of `aspect`: lower runs first (outermost).
+    ///
+    /// ```
+    /// use resilience_runtime::{Aspect, Registry};
+    ///
+    /// let registry = Registry::new();
+    /// registry.set_precedence(Aspect::CircuitBreaker, 10)?;
+    /// assert_eq!(registry.precedence()[..2], [Aspect::CircuitBreaker, Aspect::Bulkhead]);
+    /// assert!(registry.set_precedence(Aspect::Retry, 10).is_err()); // a tie is refused
+    /// # Ok::<(), resilience_runtime::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] if another aspect already has `precedence`: order must never depend
+    /// on a tie-break.
+    pub fn set_precedence(&self, aspect: Aspect, precedence: i32) -> Result<(), ConfigError> {
+        self.change(|state, _| {
+            state.precedence.set(aspect, precedence)?;
+            Ok(Pending::new())
+        })
+    }
+
+    /// Every aspect kind, outermost (runs first) first.
+    pub fn precedence(&self) -> Vec<Aspect> {
+        self.read().precedence.order()
+    }
+
+    /// The precedence number of `aspect`.
+    pub fn precedence_of(&self, aspect: Aspect) -> i32 {
+        self.read().precedence.of(aspect)
+    }
+
+    /// What a guarded call does when it enters a guard already held on its call chain.
+    pub fn set_reentrancy_policy(&self, policy: ReentrancyPolicy) {
+        // Infallible: the closure never returns an error.
+        let _ = self.change(|state, _| {
+            state.reentrancy = policy;
+            Ok(Pending::new())
+        });
+    }
+
+    /// The re-entrancy policy in force ([`ReentrancyPolicy::PassThrough`] by default).
+    pub fn reentrancy_policy(&self) -> ReentrancyPolicy {
+        self.read().reentrancy
+    }
+
+    // ----- what validation reads -----
+
+    /// The names configured explicitly, per aspect kind.
+    pub(crate) fn configured_names(&self) -> Vec<(Aspect, String)> {
+        fn of<I: Registered>(state: &State) -> impl Iterator<Item = (Aspect, String)> + '_ {
+            I::table(state)
+                .configured()
+                .map(|n| (I::ASPECT, n.to_string()))
+        }
+        let state = self.read();
+        of::<Bulkhead>(&state)
+            .chain(of::<CircuitBreaker>(&state))
+            .collect()
+    }
+
+    /// The names other configurations use as their base.
+    pub(crate) fn base_names(&self) -> BTreeSet<(Aspect, String)> {
+        fn of<I: Registered>(state: &State) -> impl Iterator<Item = (Aspect, String)> + '_ {
+            I::table(state).bases().map(|b| (I::ASPECT, b.to_owned()))
+        }
+        let state = self.read();
+        of::<Bulkhead>(&state)
+            .chain(of::<CircuitBreaker>(&state))
+            .collect()
+    }
+
+    // ----- plans -----
+
+    /// Resolves `guards` to this registry's instances and sorts them by precedence: the
+    /// ordered execution of one call site. Cache it, and build it again when
+    /// [`generation`](Registry::generation) differs from [`Plan::generation`].
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] (field `guards`) if the same aspect kind appears twice, or a kind
+    /// that has no implementation yet appears.
+    pub fn plan(&self, guards: &[Guard<'_>]) -> Result<Plan, ConfigError> {
+        match GuardListError::check(guards) {
+            Some(problem) => Err(ConfigError::new("guards", problem.to_string())),
+            None => Ok(self.resolve_plan(guards)),
+        }
+    }
+
+    /// Builds the plan of a guard list already checked by [`GuardListError::check`].
+    pub(crate) fn resolve_plan(&self, guards: &[Guard<'_>]) -> Plan {
+        let (precedence, policy, generation) = {
+            let state = self.read();
+            (state.precedence, state.reentrancy, self.generation())
+        };
+        let mut sorted: Vec<&Guard<'_>> = guards.iter().collect();
+        precedence.sort(&mut sorted, |g| g.aspect());
+        let mut plan = Plan::empty(generation, policy);
+        for guard in sorted {
+            let name = guard.name();
+            plan.push(match guard.aspect() {
+                Aspect::Bulkhead => Step::Bulkhead(self.bulkhead(name)),
+                Aspect::CircuitBreaker => Step::CircuitBreaker(self.circuit_breaker(name)),
+                // `Registry::plan` and `PlanCache::new` refuse these (`GuardListError`).
+                aspect @ (Aspect::RateLimiter | Aspect::Retry | Aspect::TimeLimiter) => {
+                    unreachable!("the {aspect} aspect has no implementation yet")
+                }
+            });
+        }
+        // The generation was read before the instances: if the configuration changed in
+        // between, the plan is labelled older than what it holds and is rebuilt on next use.
+        plan
+    }
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry::new()
+    }
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.read();
+        f.debug_struct("Registry")
+            .field("generation", &self.generation())
+            .field("clock", &self.clock)
+            .field("precedence", &self.precedence())
+            .field("reentrancy", &state.reentrancy)
+            .field("bulkheads", &state.bulkheads.len())
+            .field("circuit_breakers", &state.circuit_breakers.len())
+            .finish()
+    }
+}
+
+// ----- the kinds -----
+
+impl Config for BulkheadConfig {
+    fn base(&self) -> Option<&str> {
+        BulkheadConfig::base(self)
+    }
+    fn inherit(&self, base: &Self) -> Result<Self, ConfigError> {
+        BulkheadConfig::inherit(self, base)
+    }
+}
+
+impl Instance for Bulkhead {
+    type Config = BulkheadConfig;
+    fn config(&self) -> BulkheadConfig {
+        Bulkhead::config(self)
+    }
+    fn reconfigure(&self, config: BulkheadConfig) {
+        Bulkhead::reconfigure(self, config);
+    }
+}
+
+impl Registered for Bulkhead {
+    const ASPECT: Aspect = Aspect::Bulkhead;
+    fn table(state: &State) -> &Kind<BulkheadConfig, Bulkhead> {
+        &state.bulkheads
+    }
+    fn table_mut(state: &mut State) -> &mut Kind<BulkheadConfig, Bulkhead> {
+        &mut state.bulkheads
+    }
+    fn make(name: Name, config: BulkheadConfig, clock: &Clock) -> Self {
+        Bulkhead::with_clock(name, config, clock.clone())
+    }
+}
+
+impl Config for CircuitBreakerConfig {
+    fn base(&self) -> Option<&str> {
+        CircuitBreakerConfig::base(self)
+    }
+    fn inherit(&self, base: &Self) -> Result<Self, ConfigError> {
+        CircuitBreakerConfig::inherit(self, base)
+    }
+}
+
+impl Instance for CircuitBreaker {
+    type Config = CircuitBreakerConfig;
+    fn config(&self) -> CircuitBreakerConfig {
+        CircuitBreaker::config(self)
+    }
+    fn reconfigure(&self, config: CircuitBreakerConfig) {
+        CircuitBreaker::reconfigure(self, config);
+    }
+}
+
+impl Registered for CircuitBreaker {
+    const ASPECT: Aspect = Aspect::CircuitBreaker;
+    fn table(state: &State) -> &Kind<CircuitBreakerConfig, CircuitBreaker> {
+        &state.circuit_breakers
+    }
+    fn table_mut(state: &mut State) -> &mut Kind<CircuitBreakerConfig, CircuitBreaker> {
+        &mut state.circuit_breakers
+    }
+    fn make(name: Name, config: CircuitBreakerConfig, clock: &Clock) -> Self {
+        CircuitBreaker::with_clock(name, config, clock.clone())
+    }
+}
