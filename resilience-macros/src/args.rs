@@ -16,39 +16,118 @@ pub(crate) enum Kind {
     CircuitBreaker,
 }
 
+/// Everything the macros know of one aspect: its row of the table.
+pub(crate) struct Row {
+    /// The attribute's name, which is also the runtime's `Guard` constructor.
+    pub(crate) attr: &'static str,
+    /// The arguments it takes.
+    pub(crate) keys: &'static [Key],
+}
+
 impl Kind {
+    /// Every kind, for matching attribute paths.
+    const ALL: [Kind; 2] = [Kind::Bulkhead, Kind::CircuitBreaker];
+
+    /// The aspect table: one row per aspect.
+    pub(crate) const fn row(self) -> Row {
+        use Key::{Crate, Fallback, FallbackOnError, Ignore, Name, Record};
+        match self {
+            Kind::Bulkhead => Row {
+                attr: "bulkhead",
+                keys: &[Name, Fallback, FallbackOnError, Crate],
+            },
+            Kind::CircuitBreaker => Row {
+                attr: "circuit_breaker",
+                keys: &[Name, Ignore, Record, Fallback, FallbackOnError, Crate],
+            },
+        }
+    }
+
     /// The kind an attribute path names, matched by its last segment.
     pub(crate) fn of_path(path: &Path) -> Option<Kind> {
         let last = path.segments.last()?;
         if !last.arguments.is_none() {
             return None;
         }
-        match last.ident.to_string().as_str() {
-            "bulkhead" => Some(Kind::Bulkhead),
-            "circuit_breaker" => Some(Kind::CircuitBreaker),
-            _ => None,
-        }
+        Kind::ALL
+            .into_iter()
+            .find(|kind| last.ident == kind.row().attr)
     }
 
     /// The attribute's name.
     pub(crate) fn attr_name(self) -> &'static str {
+        self.row().attr
+    }
+
+    fn takes(self, key: Key) -> bool {
+        self.row().keys.contains(&key)
+    }
+}
+
+/// An argument of an aspect attribute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Key {
+    /// `name = "orders"`: the instance.
+    Name,
+    /// `fallback = path`: what a refused call returns.
+    Fallback,
+    /// `fallback_on_error = true`: the fallback also handles the function's `Err`s.
+    FallbackOnError,
+    /// `ignore = path`: errors a breaker records as neither success nor failure.
+    Ignore,
+    /// `record = path`: errors a breaker records as failures.
+    Record,
+    /// `crate = "path"`: where `resilience_runtime` is.
+    Crate,
+}
+
+impl Key {
+    const ALL: [Key; 6] = [
+        Key::Name,
+        Key::Fallback,
+        Key::FallbackOnError,
+        Key::Ignore,
+        Key::Record,
+        Key::Crate,
+    ];
+
+    fn parse(key: &str) -> Option<Key> {
+        Key::ALL.into_iter().find(|k| k.as_str() == key)
+    }
+
+    fn as_str(self) -> &'static str {
         match self {
-            Kind::Bulkhead => "bulkhead",
-            Kind::CircuitBreaker => "circuit_breaker",
+            Key::Name => "name",
+            Key::Fallback => "fallback",
+            Key::FallbackOnError => "fallback_on_error",
+            Key::Ignore => "ignore",
+            Key::Record => "record",
+            Key::Crate => "crate",
         }
     }
 
-    fn valid_keys(self) -> &'static [&'static str] {
+    /// The value shown in examples.
+    fn example_value(self) -> &'static str {
         match self {
-            Kind::Bulkhead => &["name", "fallback", "fallback_on_error", "crate"],
-            Kind::CircuitBreaker => &[
-                "name",
-                "ignore",
-                "record",
-                "fallback",
-                "fallback_on_error",
-                "crate",
-            ],
+            Key::Name => "\"orders\"",
+            Key::Fallback => "on_rejected",
+            Key::FallbackOnError => "true",
+            Key::Ignore => "is_client_error",
+            Key::Record => "is_transient",
+            Key::Crate => "\"my_resilience\"",
+        }
+    }
+
+    /// Why the key is not for `kind`, when it belongs to another aspect.
+    fn elsewhere(self, kind: Kind) -> String {
+        let owner = Kind::ALL.into_iter().find(|other| other.takes(self));
+        match (self, owner) {
+            (Key::Ignore | Key::Record, Some(owner)) if owner != kind => format!(
+                " (`{}` chooses what a breaker records: give it on `#[{}]`)",
+                self.as_str(),
+                owner.attr_name()
+            ),
+            _ => String::new(),
         }
     }
 }
@@ -95,23 +174,17 @@ fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<Asp
     while !input.is_empty() {
         let key = Ident::parse_any(input)?;
         let key_str = key.to_string();
-        if !kind.valid_keys().contains(&key_str.as_str()) {
-            let elsewhere = if kind == Kind::Bulkhead
-                && matches!(key_str.as_str(), "ignore" | "record")
-            {
-                format!(" (`{key_str}` chooses what a breaker records: give it on `#[circuit_breaker]`)")
-            } else {
-                String::new()
-            };
+        let Some(which) = Key::parse(&key_str).filter(|k| kind.takes(*k)) else {
+            let elsewhere = Key::parse(&key_str).map_or_else(String::new, |k| k.elsewhere(kind));
             return Err(syn::Error::new(
                 key.span(),
                 format!(
                     "unknown argument `{key_str}` for `#[{}]`; valid arguments are {}{elsewhere}",
                     kind.attr_name(),
-                    list(kind.valid_keys())
+                    list(kind.row().keys)
                 ),
             ));
-        }
+        };
         if seen.contains(&key) {
             return Err(syn::Error::new(
                 key.span(),
@@ -121,13 +194,13 @@ fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<Asp
         if !input.peek(Token![=]) {
             return Err(syn::Error::new(
                 key.span(),
-                format!("expected `{key_str} = ..`, {}", example(kind, &key_str)),
+                format!("expected `{key_str} = ..`, {}", example(kind, which)),
             ));
         }
         input.parse::<Token![=]>()?;
         let value: Expr = input.parse()?;
-        match key_str.as_str() {
-            "name" => {
+        match which {
+            Key::Name => {
                 let lit = string_literal(&value).ok_or_else(|| {
                     syn::Error::new(
                         value.span(),
@@ -145,7 +218,7 @@ fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<Asp
                 }
                 name = Some(lit);
             }
-            "crate" => {
+            Key::Crate => {
                 let path = match &value {
                     Expr::Path(ExprPath { path, .. }) => Some(path.clone()),
                     _ => string_literal(&value).and_then(|lit| lit.parse::<Path>().ok()),
@@ -162,7 +235,7 @@ fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<Asp
                     path,
                 });
             }
-            "fallback_on_error" => {
+            Key::FallbackOnError => {
                 let Expr::Lit(ExprLit {
                     lit: Lit::Bool(flag),
                     ..
@@ -178,29 +251,9 @@ fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<Asp
                     fallback_on_error = Some(key.clone());
                 }
             }
-            _ => {
-                let Expr::Path(ExprPath {
-                    path, qself: None, ..
-                }) = &value
-                else {
-                    return Err(syn::Error::new(
-                        value.span(),
-                        format!(
-                            "`{key_str}` must name a function, {}",
-                            example(kind, &key_str)
-                        ),
-                    ));
-                };
-                let arg = Some(PathArg {
-                    key: key.clone(),
-                    path: path.clone(),
-                });
-                match key_str.as_str() {
-                    "fallback" => fallback = arg,
-                    "ignore" => ignore = arg,
-                    _ => record = arg,
-                }
-            }
+            Key::Fallback => fallback = Some(path_arg(kind, which, &key, &value)?),
+            Key::Ignore => ignore = Some(path_arg(kind, which, &key, &value)?),
+            Key::Record => record = Some(path_arg(kind, which, &key, &value)?),
         }
         seen.push(key);
         if input.is_empty() {
@@ -230,6 +283,26 @@ fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<Asp
     })
 }
 
+/// The value of a key that names a function (`fallback`, `ignore`, `record`).
+fn path_arg(kind: Kind, which: Key, key: &Ident, value: &Expr) -> syn::Result<PathArg> {
+    match value {
+        Expr::Path(ExprPath {
+            path, qself: None, ..
+        }) => Ok(PathArg {
+            key: key.clone(),
+            path: path.clone(),
+        }),
+        _ => Err(syn::Error::new(
+            value.span(),
+            format!(
+                "`{}` must name a function, {}",
+                which.as_str(),
+                example(kind, which)
+            ),
+        )),
+    }
+}
+
 fn string_literal(expr: &Expr) -> Option<LitStr> {
     match expr {
         Expr::Lit(ExprLit {
@@ -239,19 +312,16 @@ fn string_literal(expr: &Expr) -> Option<LitStr> {
     }
 }
 
-fn list(keys: &[&str]) -> String {
-    let quoted: Vec<String> = keys.iter().map(|k| format!("`{k}`")).collect();
+fn list(keys: &[Key]) -> String {
+    let quoted: Vec<String> = keys.iter().map(|k| format!("`{}`", k.as_str())).collect();
     quoted.join(", ")
 }
 
-fn example(kind: Kind, key: &str) -> String {
-    let value = match key {
-        "name" => "\"orders\"",
-        "crate" => "\"my_resilience\"",
-        "fallback" => "on_rejected",
-        "fallback_on_error" => "true",
-        "ignore" => "is_client_error",
-        _ => "is_transient",
-    };
-    format!("as in `#[{}({key} = {value})]`", kind.attr_name())
+fn example(kind: Kind, key: Key) -> String {
+    format!(
+        "as in `#[{}({} = {})]`",
+        kind.attr_name(),
+        key.as_str(),
+        key.example_value()
+    )
 }

@@ -496,10 +496,9 @@ fn register(stack: &Stack, sig: &Signature) -> TokenStream {
     let krate = &stack.krate;
     let guards = stack.aspects.iter().map(|aspect| {
         let name = &aspect.name;
-        match aspect.kind {
-            Kind::Bulkhead => quote!(#krate::__private::Guard::bulkhead(#name)),
-            Kind::CircuitBreaker => quote!(#krate::__private::Guard::circuit_breaker(#name)),
-        }
+        // The attribute's name is the runtime's `Guard` constructor.
+        let constructor = syn::Ident::new(aspect.kind.attr_name(), Span::call_site());
+        quote!(#krate::__private::Guard::#constructor(#name))
     });
     let function = sig.ident.to_string();
     let line = quote_spanned!(sig.ident.span()=> ::core::line!());
