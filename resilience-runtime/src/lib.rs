@@ -16,6 +16,7 @@ mod error;
 mod name;
 mod plan_cache;
 mod registry;
+mod subscribers;
 mod sync;
 mod timer;
 

@@ -865,7 +865,7 @@ impl Shared {
         if self.subscribers.any() {
             let mut events = EventBuf::new(true);
             events.push(Ev::NotPermitted);
-            self.subscribers.deliver(&self.name, &events);
+            events.deliver(&self.subscribers, &self.name);
         }
         self.rejection(state, retry_after)
     }
@@ -1160,7 +1160,7 @@ impl Shared {
         } else if self.subscribers.any() {
             let mut events = EventBuf::new(true);
             events.push(event);
-            self.subscribers.deliver(&self.name, &events);
+            events.deliver(&self.subscribers, &self.name);
         }
     }
 
@@ -1287,7 +1287,7 @@ impl Shared {
             self.start_timer(epoch, deadline);
         }
         if !fx.events.is_empty() {
-            self.subscribers.deliver(&self.name, &fx.events);
+            fx.events.deliver(&self.subscribers, &self.name);
         }
     }
 
