@@ -15,6 +15,7 @@ mod clock;
 mod error;
 mod name;
 mod plan_cache;
+pub mod rate_limiter;
 mod registry;
 mod subscribers;
 mod sync;
@@ -36,6 +37,9 @@ pub use clock::{Clock, ManualClock};
 pub use error::{ConfigError, Rejected};
 pub use name::Name;
 pub use plan_cache::{CachedPlan, PlanCache};
+pub use rate_limiter::{
+    RateLimiter, RateLimiterConfig, RateLimiterConfigBuilder, RateLimiterEvent, RateLimiterMetrics,
+};
 pub use registry::Registry;
 
 /// A process-wide unique id for a guard instance, used to recognise re-entry.
