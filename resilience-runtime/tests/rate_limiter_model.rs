@@ -13,6 +13,9 @@ use resilience_runtime::{Clock, ManualClock, RateLimiter, RateLimiterConfig, Rej
 
 const MS: u64 = 1_000_000;
 
+/// A waiting `acquire()`.
+type Waiting<'a> = Pin<Box<dyn Future<Output = Result<(), Rejected>> + 'a>>;
+
 #[derive(Clone, Copy, Debug)]
 struct Settings {
     limit: u32,
@@ -134,7 +137,7 @@ fn retry_after(result: Result<(), Rejected>) -> Result<(), u64> {
 fn run(initial: Settings, ops: Vec<Op>) -> Result<(), TestCaseError> {
     let clock = ManualClock::new();
     let limiter = RateLimiter::with_clock("model", initial.config(), Clock::from(clock.clone()));
-    let mut futures: Vec<Pin<Box<dyn Future<Output = Result<(), Rejected>> + '_>>> = Vec::new();
+    let mut futures: Vec<Waiting<'_>> = Vec::new();
     let mut model = Model {
         settings: initial,
         t0: 0,
@@ -168,8 +171,7 @@ fn run(initial: Settings, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let actual = match op {
                     Op::TryAcquire => Some(retry_after(limiter.try_acquire())),
                     _ => {
-                        let mut future: Pin<Box<dyn Future<Output = _> + '_>> =
-                            Box::pin(limiter.acquire());
+                        let mut future: Waiting<'_> = Box::pin(limiter.acquire());
                         match poll(&mut future) {
                             Poll::Ready(result) => Some(retry_after(result)),
                             Poll::Pending => {
