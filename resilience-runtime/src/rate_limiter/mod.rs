@@ -449,6 +449,7 @@ impl fmt::Debug for RateLimiter {
             .field("available_permissions", &self.available_permissions())
             .field("config", &*lock(&self.config))
             .field("clock", &self.clock)
+            .field("timeline", &self.timeline)
             .field("subscribers", &self.subscribers)
             .finish_non_exhaustive()
     }
