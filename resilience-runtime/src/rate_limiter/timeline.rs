@@ -39,7 +39,10 @@
 //! current cycle or later (a permission is never handed back into the past) and only if no
 //! reconfiguration happened since it reserved (same `seq`; a reconfiguration moved `next` above
 //! `peak`, which the give-back raised to its expected value first, so its swap cannot succeed
-//! across one).
+//! across one). (Even without the first check a give-back could not grant into the past:
+//! `next` at or below the current cycle's start is clamped to it by `max`, and the skip of the
+//! next jump balances the count; the loom model checks both. The check keeps such a give-back
+//! a no-op rather than a write.)
 //!
 //! # Counting without a second atomic on the fast path
 //!
