@@ -10,6 +10,7 @@
 //! | [`CallNotPermitted`](Rejected::CallNotPermitted), open | `503 Service Unavailable` | the rest of the open state's wait |
 //! | [`CallNotPermitted`](Rejected::CallNotPermitted), half-open, every probe taken | `503 Service Unavailable` | [`HALF_OPEN_RETRY_AFTER`] (1 s) |
 //! | [`CallNotPermitted`](Rejected::CallNotPermitted), forced open | `503 Service Unavailable` | [`FORCED_OPEN_RETRY_AFTER`] (30 s) |
+//! | [`RequestNotPermitted`](Rejected::RequestNotPermitted) | `429 Too Many Requests` | the time until the rate limiter's next free permission |
 //! | [`Reentrant`](Rejected::Reentrant) | `500 Internal Server Error` | none: a retry would be refused again |
 //!
 //! The body is a JSON object (`Content-Type: application/json`) with these keys, always all
@@ -17,8 +18,8 @@
 //!
 //! | key | value |
 //! |---|---|
-//! | `error` | `"bulkhead_full"`, `"call_not_permitted"` or `"reentrant"` |
-//! | `aspect` | the kind of guard that refused the call, as in attributes: `"bulkhead"`, `"circuit_breaker"` |
+//! | `error` | `"bulkhead_full"`, `"call_not_permitted"`, `"request_not_permitted"` or `"reentrant"` |
+//! | `aspect` | the kind of guard that refused the call, as in attributes: `"bulkhead"`, `"circuit_breaker"`, `"rate_limiter"` |
 //! | `instance` | the instance name (`"orders"`) |
 //! | `message` | the rejection's `Display` text, for people; not meant to be parsed |
 //! | `retry_after_seconds` | the `Retry-After` value as a number, or `null` without the header |
@@ -100,6 +101,12 @@ fn parts(rejected: &Rejected) -> (StatusCode, Option<Duration>, &'static str) {
                 "call_not_permitted",
             )
         }
+        // 429, not 503: the service is healthy, this client is over its rate.
+        Rejected::RequestNotPermitted { retry_after, .. } => (
+            StatusCode::TOO_MANY_REQUESTS,
+            Some(*retry_after),
+            "request_not_permitted",
+        ),
         Rejected::Reentrant { .. } => (StatusCode::INTERNAL_SERVER_ERROR, None, "reentrant"),
     }
 }
@@ -113,7 +120,8 @@ fn whole_seconds(wait: Duration) -> u64 {
     seconds.max(1)
 }
 
-/// A refusal becomes `503 Service Unavailable` with a `Retry-After` header and a JSON body
+/// A refusal becomes `503 Service Unavailable` (`429 Too Many Requests` from a rate limiter)
+/// with a `Retry-After` header and a JSON body
 /// naming the guard and the reason; see the [module docs](self) for the statuses, the hints
 /// and the body's keys.
 ///
@@ -194,6 +202,33 @@ mod tests {
             name: Name::from("orders"),
             state,
             retry_after,
+        }
+    }
+
+    #[test]
+    fn a_rate_limiter_refusal_is_429_with_its_wait_rounded_up() {
+        for (wait, header) in [
+            (Duration::from_millis(12), "1"),
+            (Duration::from_millis(2_001), "3"),
+        ] {
+            let rejected = Rejected::RequestNotPermitted {
+                name: Name::from("payments"),
+                retry_after: wait,
+            };
+            let message = rejected.to_string();
+            let (status, retry_after, body) = respond(rejected);
+            assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+            assert_eq!(retry_after.as_deref(), Some(header));
+            assert_eq!(
+                body,
+                serde_json::json!({
+                    "error": "request_not_permitted",
+                    "aspect": "rate_limiter",
+                    "instance": "payments",
+                    "message": message,
+                    "retry_after_seconds": header.parse::<u64>().unwrap(),
+                })
+            );
         }
     }
 

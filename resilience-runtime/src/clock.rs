@@ -1,13 +1,17 @@
 //! [`Clock`]: where guards read the time. The system clock by default, a [`ManualClock`]
 //! advanced by hand in tests.
 
+use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use once_cell::sync::Lazy;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// The source of time for the guards of a registry: monotonic, read as the [`Duration`] since
 /// the clock's origin.
@@ -67,7 +71,7 @@ impl Clock {
     #[inline]
     pub(crate) fn now_nanos(&self) -> u64 {
         match &self.manual {
-            Some(manual) => manual.nanos.load(Ordering::Acquire),
+            Some(manual) => manual.inner.nanos.load(Ordering::Acquire),
             None => {
                 let elapsed = tokio::time::Instant::now().saturating_duration_since(*ORIGIN);
                 // Seconds and nanoseconds apart: cheaper than `as_nanos()`'s 128-bit product,
@@ -220,7 +224,34 @@ impl fmt::Debug for Clock {
 /// ```
 #[derive(Clone, Default)]
 pub struct ManualClock {
-    nanos: Arc<AtomicU64>,
+    inner: Arc<Manual>,
+}
+
+/// The shared state of a [`ManualClock`] and its clones.
+#[derive(Default)]
+struct Manual {
+    nanos: AtomicU64,
+    /// Threads and tasks sleeping on this clock ([`Clock::sleep_until`]): while zero,
+    /// [`ManualClock::advance`] wakes nobody and takes no lock.
+    sleepers: AtomicUsize,
+    /// The wakers of the tasks sleeping, by `(deadline, id)`, so that an advance wakes the due
+    /// ones in one split.
+    tasks: Mutex<Tasks>,
+    /// Notified (all) on every advance while anyone sleeps: sleeping threads wait on it under
+    /// the `tasks` lock and recheck their deadline.
+    advanced: Condvar,
+}
+
+#[derive(Default)]
+struct Tasks {
+    next_id: u64,
+    sleeping: BTreeMap<(u64, u64), Waker>,
+}
+
+impl Manual {
+    fn lock(&self) -> MutexGuard<'_, Tasks> {
+        self.tasks.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl ManualClock {
@@ -232,24 +263,191 @@ impl ManualClock {
     /// Moves the clock forward by `by`. A clock stops at its end, about 584 years after its
     /// origin (`advance(Duration::MAX)` takes it there): it never moves past it.
     pub fn advance(&self, by: Duration) {
-        let mut current = self.nanos.load(Ordering::Relaxed);
+        let mut current = self.inner.nanos.load(Ordering::Relaxed);
         loop {
             let next = deadline_after(current, by).min(END);
-            match self.nanos.compare_exchange_weak(
+            // SeqCst, with the sleepers' count below: a sleeper counts itself, then reads the
+            // time (both SeqCst), so either it sees this advance or this advance sees it.
+            match self.inner.nanos.compare_exchange_weak(
                 current,
                 next,
-                Ordering::AcqRel,
+                Ordering::SeqCst,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return,
+                Ok(_) => break,
                 Err(actual) => current = actual,
             }
+        }
+        if self.inner.sleepers.load(Ordering::SeqCst) != 0 {
+            self.wake_due();
         }
     }
 
     /// The time since the clock's origin.
     pub fn now(&self) -> Duration {
-        Duration::from_nanos(self.nanos.load(Ordering::Acquire))
+        Duration::from_nanos(self.inner.nanos.load(Ordering::Acquire))
+    }
+
+    fn now_nanos(&self) -> u64 {
+        self.inner.nanos.load(Ordering::SeqCst)
+    }
+
+    /// Wakes the sleepers whose deadline the clock has reached.
+    #[cold]
+    fn wake_due(&self) {
+        let mut tasks = self.inner.lock();
+        let now = self.now_nanos();
+        // Everything at or before `now`: the keys `(deadline, id)` below `(now + 1, 0)`.
+        let later = match now.checked_add(1) {
+            Some(after) => tasks.sleeping.split_off(&(after, 0)),
+            None => BTreeMap::new(),
+        };
+        let due = std::mem::replace(&mut tasks.sleeping, later);
+        // Threads recheck their own deadline under the lock.
+        self.inner.advanced.notify_all();
+        drop(tasks);
+        due.into_values().for_each(Waker::wake);
+    }
+
+    /// Blocks the thread until the clock reads `deadline` or later.
+    fn sleep_until_blocking(&self, deadline: u64) {
+        let _counted = Counted::new(&self.inner.sleepers);
+        let mut tasks = self.inner.lock();
+        while self.now_nanos() < deadline {
+            tasks = self
+                .inner
+                .advanced
+                .wait(tasks)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+/// One sleeper counted in [`Manual::sleepers`] while it lives (also on unwinding).
+struct Counted<'a>(&'a AtomicUsize);
+
+impl<'a> Counted<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        Counted(count)
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A task's sleep on a [`ManualClock`]: ready once the clock reads `deadline`. Dropping it
+/// removes its waker, so a cancelled sleep leaves nothing behind.
+struct ManualSleep {
+    clock: ManualClock,
+    deadline: u64,
+    /// Counted in the sleepers from the first poll that found the deadline ahead.
+    counted: bool,
+    /// The key of its waker in [`Tasks::sleeping`], while registered.
+    key: Option<(u64, u64)>,
+}
+
+impl Future for ManualSleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        if this.clock.now_nanos() >= this.deadline {
+            return Poll::Ready(());
+        }
+        if !this.counted {
+            this.clock.inner.sleepers.fetch_add(1, Ordering::SeqCst);
+            this.counted = true;
+        }
+        let mut tasks = this.clock.inner.lock();
+        // Rechecked under the lock: an advance that missed the count wakes under it too.
+        if this.clock.now_nanos() >= this.deadline {
+            if let Some(key) = this.key.take() {
+                tasks.sleeping.remove(&key);
+            }
+            return Poll::Ready(());
+        }
+        let registered = this.key.and_then(|key| tasks.sleeping.get_mut(&key));
+        match registered {
+            Some(waker) => waker.clone_from(cx.waker()),
+            None => {
+                // First poll, or woken (the advance took the waker) but not due: register.
+                let key = (this.deadline, tasks.next_id);
+                tasks.next_id += 1;
+                tasks.sleeping.insert(key, cx.waker().clone());
+                this.key = Some(key);
+            }
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for ManualSleep {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            self.clock.inner.lock().sleeping.remove(&key);
+        }
+        if self.counted {
+            self.clock.inner.sleepers.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Clock {
+    /// Blocks the current thread until this clock's `reading` reaches `deadline` (a reading
+    /// taken with the same [`Reading`], e.g. `clock.read(reading) + wait`). Needs no runtime.
+    ///
+    /// A [`ManualClock`] wakes the thread from [`ManualClock::advance`] (from another thread);
+    /// the system clock sleeps the remaining time once on the operating system's clock, so on
+    /// the coarse reading it may return up to one coarse step before the deadline reads as
+    /// reached. `Reading::None` never waits.
+    pub(crate) fn sleep_until_blocking(&self, reading: Reading, deadline: u64) {
+        match &self.manual {
+            Some(manual) => manual.sleep_until_blocking(deadline),
+            None => {
+                if let Some(left) = self.left_until(reading, deadline) {
+                    std::thread::sleep(left);
+                }
+            }
+        }
+    }
+
+    /// Waits until this clock's `reading` reaches `deadline`, as
+    /// [`sleep_until_blocking`](Self::sleep_until_blocking) does but without blocking: on a
+    /// [`ManualClock`] the task is woken by [`ManualClock::advance`]; on the system clock it
+    /// sleeps the remaining time on tokio's timer inside a tokio runtime (so paused test time
+    /// applies), else on the crate's shared timer thread. Dropping the future cancels the
+    /// sleep and leaves nothing registered.
+    pub(crate) async fn sleep_until(&self, reading: Reading, deadline: u64) {
+        match &self.manual {
+            Some(manual) => {
+                ManualSleep {
+                    clock: manual.clone(),
+                    deadline,
+                    counted: false,
+                    key: None,
+                }
+                .await
+            }
+            None => {
+                if let Some(left) = self.left_until(reading, deadline) {
+                    crate::timer::sleep(left).await;
+                }
+            }
+        }
+    }
+
+    /// The time left until `deadline` on the system clock's `reading`, if any. A deadline of
+    /// `u64::MAX` (never) is the longest sleep a `Duration` of nanoseconds holds.
+    fn left_until(&self, reading: Reading, deadline: u64) -> Option<Duration> {
+        if reading == Reading::None {
+            return None;
+        }
+        let left = deadline.saturating_sub(self.read(reading));
+        (left > 0).then(|| Duration::from_nanos(left))
     }
 }
 
@@ -303,6 +501,81 @@ mod tests {
             // The coarse clock moves at least once per resolution step (a few ms).
             assert!(b > a, "{a} then {b}");
         }
+    }
+
+    fn sleeping(manual: &ManualClock) -> (usize, usize) {
+        (
+            manual.inner.sleepers.load(Ordering::SeqCst),
+            manual.inner.lock().sleeping.len(),
+        )
+    }
+
+    #[test]
+    fn a_thread_sleeping_on_a_manual_clock_wakes_when_an_advance_reaches_its_deadline() {
+        let manual = ManualClock::new();
+        let clock = Clock::from(manual.clone());
+        std::thread::scope(|s| {
+            let sleeper = s.spawn(|| clock.sleep_until_blocking(Reading::Precise, 2_000));
+            while sleeping(&manual).0 == 0 {
+                std::thread::yield_now();
+            }
+            manual.advance(Duration::from_nanos(1_999));
+            std::thread::sleep(Duration::from_millis(20));
+            assert!(!sleeper.is_finished(), "woken before its deadline");
+            manual.advance(Duration::from_nanos(1));
+            sleeper.join().unwrap();
+        });
+        assert_eq!(sleeping(&manual), (0, 0));
+        // A deadline already reached does not wait.
+        clock.sleep_until_blocking(Reading::Precise, 2_000);
+    }
+
+    #[test]
+    fn a_task_sleeping_on_a_manual_clock_is_woken_by_advance_and_a_dropped_one_leaves_nothing() {
+        use std::sync::atomic::AtomicBool;
+        use std::task::Wake;
+
+        struct Flag(AtomicBool);
+        impl Wake for Flag {
+            fn wake(self: Arc<Self>) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let flag = Arc::new(Flag(AtomicBool::new(false)));
+        let waker = Waker::from(Arc::clone(&flag));
+        let mut cx = Context::from_waker(&waker);
+
+        let manual = ManualClock::new();
+        let clock = Clock::from(manual.clone());
+        let mut sleep = Box::pin(clock.sleep_until(Reading::Precise, 1_000));
+        assert!(sleep.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(sleeping(&manual), (1, 1));
+        manual.advance(Duration::from_nanos(500));
+        assert!(!flag.0.load(Ordering::SeqCst), "not due: not woken");
+        manual.advance(Duration::from_nanos(500));
+        assert!(flag.0.load(Ordering::SeqCst), "woken at its deadline");
+        assert!(sleep.as_mut().poll(&mut cx).is_ready());
+        drop(sleep);
+        assert_eq!(sleeping(&manual), (0, 0));
+
+        let mut cancelled = Box::pin(clock.sleep_until(Reading::Precise, 5_000));
+        assert!(cancelled.as_mut().poll(&mut cx).is_pending());
+        drop(cancelled);
+        assert_eq!(
+            sleeping(&manual),
+            (0, 0),
+            "a cancelled sleep leaves nothing behind"
+        );
+    }
+
+    #[test]
+    fn a_system_sleep_waits_until_its_reading() {
+        let clock = Clock::system();
+        let deadline = clock.read(Reading::Precise) + 20_000_000;
+        clock.sleep_until_blocking(Reading::Precise, deadline);
+        assert!(clock.read(Reading::Precise) >= deadline);
+        // `Reading::None` never waits.
+        clock.sleep_until_blocking(Reading::None, u64::MAX);
     }
 
     #[cfg(target_os = "linux")]

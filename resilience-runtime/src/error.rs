@@ -50,6 +50,16 @@ pub enum Rejected {
         /// taken (it decides when they are recorded).
         retry_after: Option<Duration>,
     },
+    /// The rate limiter had no permission left in this cycle, and none of a later cycle within
+    /// its `timeout_duration`. Nothing was consumed.
+    #[non_exhaustive]
+    RequestNotPermitted {
+        /// The rate limiter instance.
+        name: Name,
+        /// How long until the earliest permission not yet reserved by a waiting caller becomes
+        /// available, as of the refusal.
+        retry_after: Duration,
+    },
     /// The call re-entered a guard already held on its call chain and the registry's
     /// [`ReentrancyPolicy`](crate::ReentrancyPolicy) is `Reject`.
     #[non_exhaustive]
@@ -67,6 +77,7 @@ impl Rejected {
         match self {
             Rejected::BulkheadFull { .. } => Aspect::Bulkhead,
             Rejected::CallNotPermitted { .. } => Aspect::CircuitBreaker,
+            Rejected::RequestNotPermitted { .. } => Aspect::RateLimiter,
             Rejected::Reentrant { aspect, .. } => *aspect,
         }
     }
@@ -76,6 +87,7 @@ impl Rejected {
         match self {
             Rejected::BulkheadFull { name, .. }
             | Rejected::CallNotPermitted { name, .. }
+            | Rejected::RequestNotPermitted { name, .. }
             | Rejected::Reentrant { name, .. } => name,
         }
     }
@@ -100,6 +112,11 @@ impl fmt::Display for Rejected {
                     None => f.write_str(")"),
                 }
             }
+            Rejected::RequestNotPermitted { name, retry_after } => write!(
+                f,
+                "rate limiter `{name}` refused the call (a permission is free in {} ms)",
+                retry_after.as_millis()
+            ),
             Rejected::Reentrant { aspect, name } => write!(
                 f,
                 "{aspect} `{name}` is already held on this call chain and re-entry is rejected"

@@ -17,7 +17,9 @@ mod name;
 mod outcome;
 mod plan;
 mod plan_cache;
+pub mod rate_limiter;
 mod registry;
+mod subscribers;
 mod sync;
 mod timer;
 
@@ -38,6 +40,9 @@ pub use name::Name;
 pub use outcome::CallOutcome;
 pub use plan::{Guard, Plan, ReentrancyPolicy};
 pub use plan_cache::{CachedPlan, PlanCache};
+pub use rate_limiter::{
+    RateLimiter, RateLimiterConfig, RateLimiterConfigBuilder, RateLimiterEvent, RateLimiterMetrics,
+};
 pub use registry::Registry;
 
 /// A process-wide unique id for a guard instance, used to recognise re-entry.

@@ -37,6 +37,26 @@ pub(crate) async fn timeout<F: Future>(limit: Duration, future: F) -> Option<F::
     .await
 }
 
+/// Completes after `duration`: `tokio::time::sleep` inside a tokio runtime (the runtime must
+/// have its time driver enabled; paused test time applies), else the shared timer thread. A
+/// duration past the end of `Instant` never completes. Dropping it cancels the sleep and leaves
+/// no entry in the shared timer.
+pub(crate) async fn sleep(duration: Duration) {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return tokio::time::sleep(duration).await;
+    }
+    match Instant::now().checked_add(duration) {
+        Some(deadline) => {
+            Sleep {
+                deadline,
+                registration: None,
+            }
+            .await
+        }
+        None => std::future::pending().await,
+    }
+}
+
 /// The shared timer: the wakers of the sleeps still waiting, ordered by deadline.
 ///
 /// Written here rather than taken from `futures-timer` (which also removes a dropped delay's
@@ -195,6 +215,14 @@ mod tests {
             std::future::pending::<()>(),
         ));
         assert_eq!(out, None);
+    }
+
+    #[test]
+    fn a_sleep_outside_tokio_completes_after_its_duration() {
+        // (A dropped sleep removes its entry: `Sleep`'s drop, tested with the timeouts below.)
+        let start = Instant::now();
+        block_on(sleep(Duration::from_millis(20)));
+        assert!(start.elapsed() >= Duration::from_millis(20));
     }
 
     #[test]

@@ -1,16 +1,10 @@
 //! [`CircuitBreakerEvent`]: what a breaker tells its subscribers, and the subscriber list.
 
 use std::fmt;
-use std::panic::{self, AssertUnwindSafe};
-use std::sync::Arc;
 use std::time::Duration;
-
-use arc_swap::ArcSwap;
 
 use super::CircuitState;
 use crate::name::Name;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
 
 /// Something a circuit breaker did, delivered to the callbacks registered with
 /// [`CircuitBreaker::subscribe`](super::CircuitBreaker::subscribe).
@@ -146,12 +140,7 @@ impl fmt::Display for CircuitBreakerEvent {
     }
 }
 
-/// What a subscription is known by, to [`unsubscribe`](super::CircuitBreaker::unsubscribe).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct SubscriptionId(u64);
-
-/// A subscriber callback.
-type Callback = Arc<dyn Fn(&CircuitBreakerEvent) + Send + Sync>;
+pub use crate::subscribers::SubscriptionId;
 
 /// An event as recorded under the breaker's lock: small and `Copy`, without the name.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -217,85 +206,19 @@ impl EventBuf {
     }
 }
 
-/// The callbacks of one breaker. Reading the list is lock-free; `any` lets the hot path skip
-/// events with one relaxed load. (Plain std types: subscribing is not part of what the loom
-/// models check.)
-pub(crate) struct Subscribers {
-    any: AtomicBool,
-    list: ArcSwap<Vec<(SubscriptionId, Callback)>>,
-    /// Serialises subscribe and unsubscribe, so that `any` follows the list.
-    writer: Mutex<u64>,
-}
+/// The breaker's subscriber list.
+pub(crate) type Subscribers = crate::subscribers::Subscribers<CircuitBreakerEvent>;
 
-impl Subscribers {
-    pub(crate) fn new() -> Self {
-        Subscribers {
-            any: AtomicBool::new(false),
-            list: ArcSwap::from_pointee(Vec::new()),
-            writer: Mutex::new(0),
-        }
-    }
-
-    /// Whether events should be gathered at all.
-    #[inline]
-    pub(crate) fn any(&self) -> bool {
-        self.any.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn add(&self, callback: Callback) -> SubscriptionId {
-        let mut last_id = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        *last_id += 1;
-        let id = SubscriptionId(*last_id);
-        let mut list = Vec::clone(&self.list.load());
-        list.push((id, callback));
-        self.list.store(Arc::new(list));
-        self.any.store(true, Ordering::Relaxed);
-        id
-    }
-
-    pub(crate) fn remove(&self, id: SubscriptionId) -> bool {
-        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let mut list = Vec::clone(&self.list.load());
-        let before = list.len();
-        list.retain(|(other, _)| *other != id);
-        let removed = list.len() != before;
-        self.any.store(!list.is_empty(), Ordering::Relaxed);
-        self.list.store(Arc::new(list));
-        removed
-    }
-
-    /// Delivers `events` to every callback, in order. Called with no lock held, once the
-    /// breaker is consistent (every permit it granted exists, so an unwinding caller gives
-    /// its probe back).
-    ///
-    /// A callback is user code: one that panics does not keep the event from the callbacks
-    /// after it, nor the later events from anyone. Once every callback has had every event,
-    /// the first panic is resumed on the calling thread (a subscriber's bug is not hidden),
-    /// unless that thread is already unwinding (a permit dropped by a panic): a second panic
-    /// there would abort the process, so that one is dropped.
-    pub(crate) fn deliver(&self, name: &Name, events: &EventBuf) {
-        let list = self.list.load_full();
-        let mut first_panic = None;
-        for event in events.items[..events.len].iter().flatten() {
-            let event = event.into_event(name);
-            for (_, callback) in list.iter() {
-                if let Err(panic) = panic::catch_unwind(AssertUnwindSafe(|| callback(&event))) {
-                    first_panic.get_or_insert(panic);
-                }
-            }
-        }
-        if let Some(panic) = first_panic {
-            if !std::thread::panicking() {
-                panic::resume_unwind(panic);
-            }
-        }
-    }
-}
-
-impl fmt::Debug for Subscribers {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Subscribers")
-            .field("count", &self.list.load().len())
-            .finish()
+impl EventBuf {
+    /// Delivers the gathered events to `subscribers` (see [`Subscribers::deliver`]): called
+    /// with no lock held, once the breaker is consistent (every permit it granted exists, so
+    /// an unwinding caller gives its probe back).
+    pub(crate) fn deliver(&self, subscribers: &Subscribers, name: &Name) {
+        subscribers.deliver(
+            self.items[..self.len]
+                .iter()
+                .flatten()
+                .map(|event| event.into_event(name)),
+        );
     }
 }

@@ -791,7 +791,7 @@ impl Shared {
         if self.subscribers.any() {
             let mut events = EventBuf::new(true);
             events.push(Ev::NotPermitted);
-            self.subscribers.deliver(&self.name, &events);
+            events.deliver(&self.subscribers, &self.name);
         }
         self.rejection(state, retry_after)
     }
@@ -1086,7 +1086,7 @@ impl Shared {
         } else if self.subscribers.any() {
             let mut events = EventBuf::new(true);
             events.push(event);
-            self.subscribers.deliver(&self.name, &events);
+            events.deliver(&self.subscribers, &self.name);
         }
     }
 
@@ -1213,7 +1213,7 @@ impl Shared {
             self.start_timer(epoch, deadline);
         }
         if !fx.events.is_empty() {
-            self.subscribers.deliver(&self.name, &fx.events);
+            fx.events.deliver(&self.subscribers, &self.name);
         }
     }
 
