@@ -1,0 +1,264 @@
+//! Runs one case of the benches `N` times, for `valgrind --tool=callgrind` to count the
+//! instructions: `instructions CASE N`. `scripts/instructions.sh` runs every case with `N = 0`
+//! and `N = 100000` and prints the difference per call.
+//!
+//! The policies are those of the criterion cases in `benches/peers.rs` (count window of 100,
+//! minimum 100 calls, 50 %, slow-call rule off for the equal policy; bulkhead of 25 permits,
+//! no wait). Setup is the same whatever `N` is, and ends with `WARM_UP` calls of the case, so
+//! that lazy initialisation (the macro's plan look-up, thread-locals) and the filling of the
+//! count windows fall outside the difference: what is left is the steady call.
+
+use std::hint::black_box;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use resilience_runtime::{
+    bulkhead, circuit_breaker, Bulkhead, BulkheadConfig, CircuitBreaker, CircuitBreakerConfig,
+    CircuitBreakerConfigBuilder, Guard, Plan, Registry, SlidingWindow,
+};
+
+#[path = "../../benches/common/mod.rs"]
+mod common;
+use common::{bare, poll_now, CallError};
+
+/// The cases, in the order `scripts/instructions.sh` prints them.
+const CASES: &[&str] = &[
+    "bare",
+    "breaker_direct",
+    "recloser",
+    "breaker_plan",
+    "two_gates_plan",
+    "two_gates_macro_sync",
+    "two_gates_macro_async",
+    "semaphore_recloser",
+    "tokio_semaphore",
+    "bulkhead",
+    "open_rejection_ours",
+    "open_rejection_plan",
+    "open_rejection_recloser",
+];
+
+/// Calls of the case made during setup: more than a count window (100), so that every window
+/// is full before the counted calls.
+const WARM_UP: u64 = 1_000;
+
+/// The global registry's instances of the two-gate cases (plan and macros).
+const GATES: &str = "instructions";
+/// The breaker of `breaker_plan`, alone in its plan.
+const BREAKER: &str = "instructions-breaker";
+/// The open breaker of `open_rejection_plan`.
+const OPEN: &str = "instructions-open";
+
+#[bulkhead(name = "instructions")]
+#[circuit_breaker(name = "instructions")]
+#[inline(never)]
+fn guarded_sync(x: u32) -> Result<u32, CallError> {
+    Ok(black_box(x) + 1)
+}
+
+#[bulkhead(name = "instructions")]
+#[circuit_breaker(name = "instructions")]
+#[inline(never)]
+async fn guarded_async(x: u32) -> Result<u32, CallError> {
+    Ok(black_box(x) + 1)
+}
+
+/// Count window of 100, 50 %, at least 100 calls, 3 600 s open; the default 60 s slow-call rule.
+fn breaker_builder() -> CircuitBreakerConfigBuilder {
+    CircuitBreakerConfig::builder()
+        .failure_rate_threshold(50.0)
+        .sliding_window(SlidingWindow::CountBased(100))
+        .minimum_number_of_calls(100)
+        .wait_duration_in_open_state(Duration::from_secs(3600))
+}
+
+/// `breaker_builder` with the slow-call rule off: recloser's policy, no clock read.
+fn breaker_config_equal() -> CircuitBreakerConfig {
+    breaker_builder()
+        .slow_call_duration_threshold(Duration::MAX)
+        .build()
+        .expect("valid breaker config")
+}
+
+/// The open-rejection policy of peers.rs: the default slow-call rule, opened by hand.
+fn breaker_config_open() -> CircuitBreakerConfig {
+    breaker_builder().build().expect("valid breaker config")
+}
+
+/// 25 permits, no wait, fair.
+fn bulkhead_config() -> BulkheadConfig {
+    BulkheadConfig::builder()
+        .max_concurrent_calls(25)
+        .max_wait_duration(Duration::ZERO)
+        .fair_call_handling(true)
+        .build()
+        .expect("valid bulkhead config")
+}
+
+fn recloser_closed() -> recloser::Recloser {
+    recloser::Recloser::custom()
+        .error_rate(0.5)
+        .closed_len(100)
+        .half_open_len(10)
+        .open_wait(Duration::from_secs(3600))
+        .build()
+}
+
+/// Opened by failures (`closed_len(1)`), as in peers.rs.
+fn recloser_open() -> recloser::Recloser {
+    let rc = recloser::Recloser::custom()
+        .closed_len(1)
+        .open_wait(Duration::from_secs(3600))
+        .build();
+    for _ in 0..3 {
+        let _ = rc.call(|| Err::<(), ()>(()));
+    }
+    assert!(matches!(
+        rc.call(|| Ok::<(), ()>(())),
+        Err(recloser::Error::Rejected)
+    ));
+    rc
+}
+
+/// A plan of the global registry.
+fn plan(guards: &[Guard<'_>]) -> Plan {
+    Registry::global().plan(guards).expect("plan")
+}
+
+/// The two-gate instances of the global registry, the macros' registry.
+fn configure_gates() {
+    let r = Registry::global();
+    r.configure_bulkhead(GATES, bulkhead_config())
+        .expect("bulkhead");
+    r.configure_circuit_breaker(GATES, breaker_config_equal())
+        .expect("breaker");
+}
+
+/// `WARM_UP` calls, then `n` calls: each case is its own closure type, so that the call is
+/// inlined into this loop.
+#[inline(never)]
+fn run(n: u64, mut call: impl FnMut()) {
+    for _ in 0..WARM_UP {
+        call();
+    }
+    for _ in 0..black_box(n) {
+        call();
+    }
+}
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let case = args.next().unwrap_or_default();
+    let n = args.next().and_then(|n| n.parse::<u64>().ok());
+    let Some(n) = n.filter(|_| CASES.contains(&case.as_str())) else {
+        if !CASES.contains(&case.as_str()) {
+            eprintln!("unknown case `{case}`");
+        }
+        eprintln!("usage: instructions CASE N (N: the count of calls, a whole number)");
+        eprintln!("cases:");
+        for case in CASES {
+            eprintln!("  {case}");
+        }
+        return ExitCode::from(2);
+    };
+    match case.as_str() {
+        "bare" => run(n, || drop(black_box(poll_now(bare(black_box(1)))))),
+        "breaker_direct" => {
+            let cb = CircuitBreaker::new("instructions", breaker_config_equal());
+            run(n, || {
+                black_box(&cb)
+                    .try_acquire()
+                    .expect("closed")
+                    .record_success()
+            })
+        }
+        "recloser" => {
+            let rc = recloser_closed();
+            run(n, || {
+                black_box(black_box(&rc).call(|| Ok::<u32, ()>(black_box(1)))).unwrap();
+            })
+        }
+        "breaker_plan" => {
+            Registry::global()
+                .configure_circuit_breaker(BREAKER, breaker_config_equal())
+                .expect("breaker");
+            let plan = plan(&[Guard::circuit_breaker(BREAKER)]);
+            run(n, || {
+                black_box(black_box(&plan).call(|| Ok::<u32, CallError>(black_box(1) + 1)))
+                    .unwrap();
+            })
+        }
+        "two_gates_plan" => {
+            configure_gates();
+            let plan = plan(&[Guard::bulkhead(GATES), Guard::circuit_breaker(GATES)]);
+            run(n, || {
+                black_box(black_box(&plan).call(|| Ok::<u32, CallError>(black_box(1) + 1)))
+                    .unwrap();
+            })
+        }
+        "two_gates_macro_sync" => {
+            configure_gates();
+            run(n, || {
+                black_box(guarded_sync(black_box(1))).unwrap();
+            })
+        }
+        "two_gates_macro_async" => {
+            configure_gates();
+            run(n, || {
+                black_box(poll_now(guarded_async(black_box(1)))).unwrap();
+            })
+        }
+        "semaphore_recloser" => {
+            let sem = tokio::sync::Semaphore::new(25);
+            let rc = recloser_closed();
+            run(n, || {
+                let _permit = black_box(&sem).try_acquire().expect("free permit");
+                black_box(black_box(&rc).call(|| poll_now(bare(black_box(1))))).unwrap();
+            })
+        }
+        "tokio_semaphore" => {
+            let sem = tokio::sync::Semaphore::new(25);
+            run(n, || {
+                drop(black_box(
+                    black_box(&sem).try_acquire().expect("free permit"),
+                ))
+            })
+        }
+        "bulkhead" => {
+            let bh = Bulkhead::new("instructions", bulkhead_config());
+            run(n, || {
+                drop(black_box(
+                    black_box(&bh).try_acquire().expect("free permit"),
+                ))
+            })
+        }
+        "open_rejection_ours" => {
+            let cb = CircuitBreaker::new("instructions", breaker_config_open());
+            cb.transition_to_open_state().expect("closed to open");
+            run(n, || {
+                black_box(black_box(&cb).try_acquire()).unwrap_err();
+            })
+        }
+        "open_rejection_plan" => {
+            let r = Registry::global();
+            r.configure_circuit_breaker(OPEN, breaker_config_open())
+                .expect("breaker");
+            r.circuit_breaker(OPEN)
+                .transition_to_open_state()
+                .expect("closed to open");
+            let plan = plan(&[Guard::circuit_breaker(OPEN)]);
+            run(n, || {
+                black_box(black_box(&plan).call(|| Ok::<u32, CallError>(black_box(1) + 1)))
+                    .unwrap_err();
+            })
+        }
+        "open_rejection_recloser" => {
+            let rc = recloser_open();
+            run(n, || {
+                black_box(black_box(&rc).call(|| Ok::<u32, ()>(black_box(1)))).unwrap_err();
+            })
+        }
+        _ => unreachable!("checked against CASES"),
+    }
+    ExitCode::SUCCESS
+}
