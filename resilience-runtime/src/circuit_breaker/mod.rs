@@ -625,13 +625,7 @@ impl CircuitBreaker {
         } else {
             shared.call_reading.load()
         };
-        CircuitPermit {
-            shared,
-            epoch,
-            start: shared.clock.read(reading),
-            reading,
-            kind,
-        }
+        CircuitPermit::new(shared, epoch, shared.clock.read(reading), reading, kind)
     }
 
     /// [`try_acquire`](Self::try_acquire) in every state but closed.
@@ -644,13 +638,13 @@ impl CircuitBreaker {
         match state {
             CircuitState::Closed => Ok(self.timed_permit(epoch, PermitKind::Closed)),
             CircuitState::MetricsOnly => Ok(self.timed_permit(epoch, PermitKind::Recorded)),
-            CircuitState::Disabled => Ok(CircuitPermit {
+            CircuitState::Disabled => Ok(CircuitPermit::new(
                 shared,
                 epoch,
-                start: 0,
-                reading: Reading::None,
-                kind: PermitKind::Unrecorded,
-            }),
+                0,
+                Reading::None,
+                PermitKind::Unrecorded,
+            )),
             CircuitState::ForcedOpen => Err(shared.refuse(state, None)),
             CircuitState::Open => {
                 let now = shared.clock.now_nanos();
@@ -834,13 +828,7 @@ impl Shared {
         // The permit exists before any subscriber runs: if one panics, the unwinding drops the
         // permit, which gives a half-open probe back (it was counted under the lock).
         let granted = granted
-            .map(|(epoch, kind)| CircuitPermit {
-                shared: self,
-                epoch,
-                start: now,
-                reading: Reading::Precise,
-                kind,
-            })
+            .map(|(epoch, kind)| CircuitPermit::new(self, epoch, now, Reading::Precise, kind))
             .map_err(|(state, retry_after)| self.rejection(state, retry_after));
         self.after_unlock(&fx);
         granted
@@ -1293,11 +1281,73 @@ fn push_rate_events(totals: Totals, exceeded: Option<(bool, bool)>, fx: &mut Eff
 #[must_use = "dropping a permit without recording an outcome abandons the call"]
 pub struct CircuitPermit<'a> {
     shared: &'a Arc<Shared>,
-    epoch: u64,
-    /// When the call started, read with `reading` (the end is read the same way).
+    /// The epoch the permit was issued in (below 2⁵⁶: see [`pack`]), with the permit's
+    /// [`PermitKind`] and the [`Reading`] of `start` in the top byte. Folded into one word, a
+    /// permit is 24 bytes and an `Option` of it too (the reference's niche): every guarded
+    /// call holds one in its state, and a guarded `async fn` with a fallback stays within the
+    /// 128 bytes above which its future is moved with a `memcpy` call.
+    tag: u64,
+    /// When the call started, read with the tag's reading (the end is read the same way).
     start: u64,
-    reading: Reading,
-    kind: PermitKind,
+}
+
+/// Where the tag of a [`CircuitPermit`] keeps its kind (2 bits) and its reading (2 bits).
+const TAG_KIND_SHIFT: u32 = 56;
+const TAG_READING_SHIFT: u32 = 58;
+const TAG_EPOCH_MASK: u64 = (1 << TAG_KIND_SHIFT) - 1;
+
+impl PermitKind {
+    const fn code(self) -> u64 {
+        match self {
+            PermitKind::Unrecorded => 0,
+            PermitKind::Closed => 1,
+            PermitKind::Recorded => 2,
+            PermitKind::Probe => 3,
+        }
+    }
+
+    const fn from_code(code: u64) -> Self {
+        match code & 0b11 {
+            0 => PermitKind::Unrecorded,
+            1 => PermitKind::Closed,
+            2 => PermitKind::Recorded,
+            _ => PermitKind::Probe,
+        }
+    }
+}
+
+impl<'a> CircuitPermit<'a> {
+    #[inline(always)]
+    fn new(
+        shared: &'a Arc<Shared>,
+        epoch: u64,
+        start: u64,
+        reading: Reading,
+        kind: PermitKind,
+    ) -> Self {
+        debug_assert!(epoch <= TAG_EPOCH_MASK, "epochs stay below 2^56");
+        let reading = u64::from(AtomicReading::code(reading));
+        CircuitPermit {
+            shared,
+            tag: epoch | (kind.code() << TAG_KIND_SHIFT) | (reading << TAG_READING_SHIFT),
+            start,
+        }
+    }
+
+    #[inline(always)]
+    fn epoch(&self) -> u64 {
+        self.tag & TAG_EPOCH_MASK
+    }
+
+    #[inline(always)]
+    fn kind(&self) -> PermitKind {
+        PermitKind::from_code(self.tag >> TAG_KIND_SHIFT)
+    }
+
+    #[inline(always)]
+    fn reading(&self) -> Reading {
+        AtomicReading::decode(((self.tag >> TAG_READING_SHIFT) & 0b11) as u8)
+    }
 }
 
 impl CircuitPermit<'_> {
@@ -1340,13 +1390,13 @@ impl CircuitPermit<'_> {
 
     /// Whether this permit is one of the probe calls of the half-open state.
     pub fn is_probe(&self) -> bool {
-        self.kind == PermitKind::Probe
+        self.kind() == PermitKind::Probe
     }
 
     #[inline(always)]
     fn finish(self, finish: Finish) {
         let this = ManuallyDrop::new(self);
-        match (this.kind, finish) {
+        match (this.kind(), finish) {
             // Nothing to record: no lock taken.
             (PermitKind::Unrecorded, _)
             | (PermitKind::Closed | PermitKind::Recorded, Finish::GiveBack) => {}
@@ -1356,20 +1406,20 @@ impl CircuitPermit<'_> {
             (PermitKind::Closed, Finish::Success | Finish::Failure) => {
                 let failed = finish == Finish::Failure;
                 this.shared
-                    .finish_closed(this.epoch, this.start, this.reading, failed);
+                    .finish_closed(this.epoch(), this.start, this.reading(), failed);
             }
             _ => this
                 .shared
-                .finish(this.epoch, this.start, this.reading, finish),
+                .finish(this.epoch(), this.start, this.reading(), finish),
         }
     }
 }
 
 impl Drop for CircuitPermit<'_> {
     fn drop(&mut self) {
-        if self.kind == PermitKind::Probe {
+        if self.kind() == PermitKind::Probe {
             self.shared
-                .finish(self.epoch, self.start, self.reading, Finish::GiveBack);
+                .finish(self.epoch(), self.start, self.reading(), Finish::GiveBack);
         }
     }
 }
@@ -1378,8 +1428,8 @@ impl fmt::Debug for CircuitPermit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CircuitPermit")
             .field("breaker", &self.shared.name)
-            .field("epoch", &self.epoch)
-            .field("probe", &(self.kind == PermitKind::Probe))
+            .field("epoch", &self.epoch())
+            .field("probe", &(self.kind() == PermitKind::Probe))
             .finish()
     }
 }

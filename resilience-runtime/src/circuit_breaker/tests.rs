@@ -636,7 +636,7 @@ fn a_slow_call_rule_of_duration_max_reads_no_clock() {
         assert_eq!(cb.shared.call_reading.load(), Reading::None);
         assert_eq!(cb.shared.window_reading.load(), Reading::None);
         let permit = cb.try_acquire().unwrap();
-        assert_eq!((permit.reading, permit.start), (Reading::None, 0));
+        assert_eq!((permit.reading(), permit.start), (Reading::None, 0));
         permit.record_success();
         assert_eq!(cb.metrics().number_of_successful_calls(), 1);
     }
@@ -769,7 +769,7 @@ fn events_carry_the_elapsed_time_of_calls_taken_while_subscribed() {
     let before = cb.try_acquire().unwrap(); // taken before anyone subscribed: not timed
     let seen = recorder(&cb);
     let during = cb.try_acquire().unwrap();
-    assert_eq!(during.reading, Reading::Precise);
+    assert_eq!(during.reading(), Reading::Precise);
     clock.advance(Duration::from_millis(7));
     during.record_success();
     before.record_failure();
