@@ -13,6 +13,7 @@ use syn::{Expr, ExprLit, ExprPath, Ident, Lit, LitStr, Path, Token};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
     Bulkhead,
+    RateLimiter,
     CircuitBreaker,
 }
 
@@ -26,7 +27,7 @@ pub(crate) struct Row {
 
 impl Kind {
     /// Every kind, for matching attribute paths.
-    const ALL: [Kind; 2] = [Kind::Bulkhead, Kind::CircuitBreaker];
+    const ALL: [Kind; 3] = [Kind::Bulkhead, Kind::RateLimiter, Kind::CircuitBreaker];
 
     /// The aspect table: one row per aspect.
     pub(crate) const fn row(self) -> Row {
@@ -34,6 +35,10 @@ impl Kind {
         match self {
             Kind::Bulkhead => Row {
                 attr: "bulkhead",
+                keys: &[Name, Fallback, FallbackOnError, Crate],
+            },
+            Kind::RateLimiter => Row {
+                attr: "rate_limiter",
                 keys: &[Name, Fallback, FallbackOnError, Crate],
             },
             Kind::CircuitBreaker => Row {

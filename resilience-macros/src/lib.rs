@@ -1,4 +1,4 @@
-//! Attribute macros of `resilience`: `#[bulkhead]` and `#[circuit_breaker]`.
+//! Attribute macros of `resilience`: `#[bulkhead]`, `#[rate_limiter]` and `#[circuit_breaker]`.
 //!
 //! Use them through `resilience-runtime`, which re-exports them: generated code names only
 //! `::resilience_runtime::__private` and `::core` (or the path given with `crate = "path"`),
@@ -86,6 +86,59 @@ use args::Kind;
 #[proc_macro_attribute]
 pub fn bulkhead(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::attribute(Kind::Bulkhead, args.into(), item.into()).into()
+}
+
+/// Runs a function (or every method of an impl block that returns a `Result`) through the
+/// rate limiter `name`: at most `limit_for_period` calls per `limit_refresh_period`; a call
+/// that finds no permission left waits for a later cycle up to `timeout_duration` (zero by
+/// default: refused at once) and is then refused with `Rejected::RequestNotPermitted`, which
+/// carries the time until a permission is free (`retry_after`).
+///
+/// | argument | meaning |
+/// |---|---|
+/// | `name = "payments"` | the rate limiter instance (required), configured in the registry |
+/// | `fallback = path` | called with the same arguments and the `Rejected` when the call is refused (see `#[bulkhead]`) |
+/// | `fallback_on_error = true` | the fallback also handles the function's `Err`, receiving `E` (see `#[bulkhead]`) |
+/// | `crate = "path"` | where `resilience_runtime` is, if the dependency is renamed |
+///
+/// Stacked with `#[bulkhead]` and `#[circuit_breaker]` in any order, it runs inside the
+/// bulkhead and outside the breaker by default (precedence 200): a call the bulkhead refuses
+/// takes no permission, and a refusal by the rate limiter releases the bulkhead's permit at
+/// once and never reaches the breaker. A permission is spent when it is taken: a call that
+/// then fails or panics does not give it back (Resilience4j's semantics).
+///
+/// ```
+/// use std::time::Duration;
+/// use resilience_runtime::{rate_limiter, RateLimiterConfig, Registry, Rejected};
+///
+/// #[derive(Debug)]
+/// enum PayError { Rejected(Rejected) }
+/// impl From<Rejected> for PayError {
+///     fn from(r: Rejected) -> Self { PayError::Rejected(r) }
+/// }
+///
+/// #[rate_limiter(name = "payments")]
+/// fn pay(cents: u64) -> Result<u64, PayError> {
+///     Ok(cents)
+/// }
+///
+/// Registry::global().configure_rate_limiter("payments", RateLimiterConfig::builder()
+///     .limit_for_period(2)
+///     .limit_refresh_period(Duration::from_secs(60))
+///     .build()?)?;
+/// assert!(pay(1).is_ok());
+/// assert!(pay(2).is_ok());
+/// match pay(3) {
+///     Err(PayError::Rejected(Rejected::RequestNotPermitted { retry_after, .. })) => {
+///         assert!(retry_after <= Duration::from_secs(60));
+///     }
+///     other => panic!("expected a refusal, got {other:?}"),
+/// }
+/// # Ok::<(), resilience_runtime::ConfigError>(())
+/// ```
+#[proc_macro_attribute]
+pub fn rate_limiter(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::attribute(Kind::RateLimiter, args.into(), item.into()).into()
 }
 
 /// Runs a function (or every method of an impl block that returns a `Result`) through the

@@ -15,14 +15,14 @@ use std::fmt;
 /// | [`CircuitBreaker`](Aspect::CircuitBreaker) | 400 |
 /// | [`TimeLimiter`](Aspect::TimeLimiter) | 500 |
 ///
-/// Only the bulkhead and the circuit breaker have an implementation so far; the other kinds
-/// hold their place in the precedence table.
+/// The bulkhead, the rate limiter and the circuit breaker have an implementation so far;
+/// retry and the time limiter hold their place in the precedence table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Aspect {
     /// Admission control by a bounded number of concurrent calls.
     Bulkhead,
-    /// Admission control by a bounded rate of calls (not implemented yet).
+    /// Admission control by a bounded rate of calls.
     RateLimiter,
     /// Re-running a failed call (not implemented yet).
     Retry,
@@ -67,8 +67,8 @@ impl Aspect {
     /// Whether this kind has an implementation a call can run through.
     pub(crate) const fn is_implemented(self) -> bool {
         match self {
-            Aspect::Bulkhead | Aspect::CircuitBreaker => true,
-            Aspect::RateLimiter | Aspect::Retry | Aspect::TimeLimiter => false,
+            Aspect::Bulkhead | Aspect::RateLimiter | Aspect::CircuitBreaker => true,
+            Aspect::Retry | Aspect::TimeLimiter => false,
         }
     }
 

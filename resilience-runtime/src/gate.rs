@@ -1,6 +1,6 @@
 //! The seam of the admission aspects: a [`Gate`] admits a call or refuses it, and holds a
-//! [`Permit`] while the call runs. The bulkhead, the circuit breaker's permission (and the
-//! rate limiter) are gates; a plan runs them in its order through `call::enter`, which knows
+//! [`Permit`] while the call runs. The bulkhead, the rate limiter and the circuit breaker's
+//! permission are gates; a plan runs them in its order through `call::enter`, which knows
 //! them only through these two traits, dispatched statically over the closed set of a plan's
 //! steps (`match_step!`).
 
@@ -11,6 +11,7 @@ use crate::circuit_breaker::{CircuitBreaker, CircuitPermit};
 use crate::error::Rejected;
 use crate::name::Name;
 use crate::outcome::CallOutcome;
+use crate::rate_limiter::{Admission, RateLimiter};
 
 /// What [`Gate::try_enter`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,6 +113,59 @@ impl Permit for BulkheadPermit<'_> {
     #[inline]
     fn instance_id(&self) -> u64 {
         BulkheadPermit::instance_id(self)
+    }
+}
+
+// ----- the rate limiter -----
+
+/// A rate limiter's permit: a permission is spent when it is taken, so there is nothing to
+/// release and no outcome to record; it names the instance for the call chain.
+#[derive(Debug)]
+pub(crate) struct RatePermit<'a>(&'a RateLimiter);
+
+impl Gate for RateLimiter {
+    type Permit<'a> = RatePermit<'a>;
+
+    #[inline]
+    fn id(&self) -> u64 {
+        RateLimiter::id(self)
+    }
+
+    fn name(&self) -> &Name {
+        RateLimiter::name(self)
+    }
+
+    #[inline(always)]
+    fn try_enter<'a>(&'a self, slot: &mut Option<RatePermit<'a>>) -> Result<Entry, Rejected> {
+        match self.try_acquire_or_wait() {
+            Admission::Granted => {
+                *slot = Some(RatePermit(self));
+                Ok(Entry::Entered)
+            }
+            Admission::Wait => Ok(Entry::MustWait),
+            Admission::Refused(rejected) => Err(rejected),
+        }
+    }
+
+    fn enter_blocking(&self) -> Result<RatePermit<'_>, Rejected> {
+        self.acquire_blocking().map(|()| RatePermit(self))
+    }
+
+    async fn enter_async(&self) -> Result<RatePermit<'_>, Rejected> {
+        self.acquire().await.map(|()| RatePermit(self))
+    }
+}
+
+impl Permit for RatePermit<'_> {
+    #[inline]
+    fn complete(self, _: CallOutcome) {}
+
+    #[inline]
+    fn rejected(self, _: &Rejected) {}
+
+    #[inline]
+    fn instance_id(&self) -> u64 {
+        self.0.id()
     }
 }
 

@@ -53,7 +53,7 @@ pub(crate) fn next_instance_id() -> u64 {
 }
 
 #[doc(inline)]
-pub use resilience_macros::{bulkhead, circuit_breaker};
+pub use resilience_macros::{bulkhead, circuit_breaker, rate_limiter};
 
 /// What the attribute macros expand to. Not a public API: names here change without notice.
 #[doc(hidden)]

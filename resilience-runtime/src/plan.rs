@@ -10,6 +10,7 @@ use crate::bulkhead::Bulkhead;
 use crate::circuit_breaker::CircuitBreaker;
 use crate::gate::Gate;
 use crate::name::Name;
+use crate::rate_limiter::RateLimiter;
 
 /// One guard of a call: an aspect kind and the name of its instance.
 ///
@@ -35,6 +36,11 @@ impl<'a> Guard<'a> {
     /// The bulkhead `name`.
     pub const fn bulkhead(name: &'a str) -> Self {
         Guard::new(Aspect::Bulkhead, name)
+    }
+
+    /// The rate limiter `name`.
+    pub const fn rate_limiter(name: &'a str) -> Self {
+        Guard::new(Aspect::RateLimiter, name)
     }
 
     /// The circuit breaker `name`.
@@ -131,6 +137,7 @@ pub enum ReentrancyPolicy {
 #[derive(Clone, Debug)]
 pub(crate) enum Step {
     Bulkhead(Arc<Bulkhead>),
+    RateLimiter(Arc<RateLimiter>),
     CircuitBreaker(Arc<CircuitBreaker>),
 }
 
@@ -140,6 +147,7 @@ macro_rules! match_step {
     ($step:expr, $g:ident => $e:expr) => {
         match $step {
             $crate::plan::Step::Bulkhead($g) => $e,
+            $crate::plan::Step::RateLimiter($g) => $e,
             $crate::plan::Step::CircuitBreaker($g) => $e,
         }
     };
@@ -151,12 +159,17 @@ pub(crate) use match_step;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum GateKind {
     Bulkhead,
+    RateLimiter,
     CircuitBreaker,
 }
 
 impl GateKind {
     /// Every kind, in declaration order: the default precedence's.
-    pub(crate) const ALL: [GateKind; 2] = [GateKind::Bulkhead, GateKind::CircuitBreaker];
+    pub(crate) const ALL: [GateKind; 3] = [
+        GateKind::Bulkhead,
+        GateKind::RateLimiter,
+        GateKind::CircuitBreaker,
+    ];
 }
 
 /// The most gates one plan holds: one of each kind.
@@ -208,6 +221,7 @@ impl Step {
     pub(crate) fn kind(&self) -> GateKind {
         match self {
             Step::Bulkhead(_) => GateKind::Bulkhead,
+            Step::RateLimiter(_) => GateKind::RateLimiter,
             Step::CircuitBreaker(_) => GateKind::CircuitBreaker,
         }
     }
@@ -220,6 +234,7 @@ impl Step {
     pub(crate) fn aspect(&self) -> Aspect {
         match self {
             Step::Bulkhead(_) => Aspect::Bulkhead,
+            Step::RateLimiter(_) => Aspect::RateLimiter,
             Step::CircuitBreaker(_) => Aspect::CircuitBreaker,
         }
     }

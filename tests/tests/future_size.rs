@@ -5,7 +5,7 @@
 
 use std::mem::size_of_val;
 
-use resilience_runtime::{bulkhead, circuit_breaker};
+use resilience_runtime::{bulkhead, circuit_breaker, rate_limiter};
 use resilience_tests::CallError;
 
 async fn bare(x: u32) -> Result<u32, CallError> {
@@ -24,6 +24,13 @@ async fn with_fallback(x: u32) -> Result<u32, CallError> {
     Ok(x + 1)
 }
 
+#[circuit_breaker(name = "future-size-three")]
+#[rate_limiter(name = "future-size-three")]
+#[bulkhead(name = "future-size-three")]
+async fn three_gates(x: u32) -> Result<u32, CallError> {
+    Ok(x + 1)
+}
+
 async fn on_rejected(x: u32, _rejected: resilience_runtime::Rejected) -> Result<u32, CallError> {
     Ok(x)
 }
@@ -34,6 +41,7 @@ fn a_guarded_async_fn_with_a_small_body_has_a_future_of_at_most_128_bytes() {
     for (name, size) in [
         ("guarded", size_of_val(&guarded(1))),
         ("with_fallback", size_of_val(&with_fallback(1))),
+        ("three_gates", size_of_val(&three_gates(1))),
     ] {
         assert!(
             size <= 128,

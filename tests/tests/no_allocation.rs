@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
-use resilience_runtime::{bulkhead, circuit_breaker, Guard, Registry};
+use resilience_runtime::{bulkhead, circuit_breaker, rate_limiter, Guard, Registry};
 use resilience_tests::CallError;
 
 struct Counting;
@@ -75,11 +75,22 @@ async fn annotated_async(i: u32) -> Result<u32, CallError> {
     Ok(i)
 }
 
+#[bulkhead(name = "no-alloc-three")]
+#[rate_limiter(name = "no-alloc-three")]
+#[circuit_breaker(name = "no-alloc-three")]
+async fn three_gates(i: u32) -> Result<u32, CallError> {
+    Ok(i)
+}
+
 #[test]
 fn the_success_path_of_a_guarded_call_does_not_allocate() {
     let registry = Registry::new();
     let plan = registry
-        .plan(&[Guard::bulkhead("a"), Guard::circuit_breaker("a")])
+        .plan(&[
+            Guard::bulkhead("a"),
+            Guard::rate_limiter("a"),
+            Guard::circuit_breaker("a"),
+        ])
         .unwrap();
     let waker = Waker::from(Arc::new(NoopWake));
     // Warm up: thread-locals and lazily built statics allocate once.
@@ -88,6 +99,7 @@ fn the_success_path_of_a_guarded_call_does_not_allocate() {
         let _: Result<u32, CallError> = poll_ready(plan.call_async(async { Ok(1) }), &waker);
         let _ = annotated(1);
         let _ = poll_ready(annotated_async(1), &waker);
+        let _ = poll_ready(three_gates(1), &waker);
     }
 
     COUNTED.with(|counted| counted.set(true));
@@ -102,10 +114,12 @@ fn the_success_path_of_a_guarded_call_does_not_allocate() {
         assert_eq!(async_, Ok(i));
         assert_eq!(annotated(i), Ok(i));
         assert_eq!(poll_ready(annotated_async(i), &waker), Ok(i));
+        // The default rate limiter (50 per 500 ns) has a permission for each of these calls.
+        assert_eq!(poll_ready(three_gates(i), &waker), Ok(i));
     }
     let allocated = ALLOCATIONS.load(Ordering::Relaxed) - before;
     COUNTED.with(|counted| counted.set(false));
-    assert_eq!(allocated, 0, "allocations in 5000 guarded calls");
+    assert_eq!(allocated, 0, "allocations in 6000 guarded calls");
     assert_eq!(
         registry
             .circuit_breaker("a")

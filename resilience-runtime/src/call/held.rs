@@ -3,9 +3,11 @@
 use crate::bulkhead::{Bulkhead, BulkheadPermit};
 use crate::circuit_breaker::{CircuitBreaker, CircuitPermit};
 use crate::error::Rejected;
+use crate::gate::RatePermit;
 use crate::gate::{Entry, Gate, Permit};
 use crate::outcome::CallOutcome;
 use crate::plan::{GateKind, GateOrder};
+use crate::rate_limiter::RateLimiter;
 
 /// The permits of a call being made: one slot per gate kind (a plan holds each kind at most
 /// once), and the plan's order of the kinds. Written in place as the gates admit the call, so
@@ -14,6 +16,7 @@ use crate::plan::{GateKind, GateOrder};
 /// order); dropped, it releases what it still holds, recording nothing.
 pub(crate) struct Held<'a> {
     bulkhead: Option<BulkheadPermit<'a>>,
+    rate_limiter: Option<RatePermit<'a>>,
     breaker: Option<CircuitPermit<'a>>,
     /// The plan's order of the gate kinds, set as the call starts entering the plan: the
     /// order the slots are released in, innermost first, whichever of them are held.
@@ -43,6 +46,13 @@ impl HeldSlot for Bulkhead {
     }
 }
 
+impl HeldSlot for RateLimiter {
+    #[inline(always)]
+    fn slot<'h, 'a>(held: &'h mut Held<'a>) -> &'h mut Option<RatePermit<'a>> {
+        &mut held.rate_limiter
+    }
+}
+
 impl HeldSlot for CircuitBreaker {
     #[inline(always)]
     fn slot<'h, 'a>(held: &'h mut Held<'a>) -> &'h mut Option<CircuitPermit<'a>> {
@@ -54,6 +64,7 @@ impl<'a> Held<'a> {
     pub(crate) const fn new() -> Self {
         Held {
             bulkhead: None,
+            rate_limiter: None,
             breaker: None,
             order: GateOrder::EMPTY,
         }
@@ -86,10 +97,11 @@ impl<'a> Held<'a> {
     pub(crate) fn is_empty(&self) -> bool {
         let Held {
             bulkhead,
+            rate_limiter,
             breaker,
             order: _,
         } = self;
-        bulkhead.is_none() && breaker.is_none()
+        bulkhead.is_none() && rate_limiter.is_none() && breaker.is_none()
     }
 
     /// The number of gates held.
@@ -102,6 +114,7 @@ impl<'a> Held<'a> {
     pub(crate) fn instance_ids(&self) -> impl Iterator<Item = u64> + '_ {
         self.order.kinds().filter_map(|kind| match kind {
             GateKind::Bulkhead => self.bulkhead.as_ref().map(Permit::instance_id),
+            GateKind::RateLimiter => self.rate_limiter.as_ref().map(Permit::instance_id),
             GateKind::CircuitBreaker => self.breaker.as_ref().map(Permit::instance_id),
         })
     }
@@ -146,6 +159,7 @@ impl<'a> Held<'a> {
     fn finish(&mut self, kind: GateKind, end: End<'_>) {
         match kind {
             GateKind::Bulkhead => finish(self.bulkhead.take(), end),
+            GateKind::RateLimiter => finish(self.rate_limiter.take(), end),
             GateKind::CircuitBreaker => finish(self.breaker.take(), end),
         }
     }

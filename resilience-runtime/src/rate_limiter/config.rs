@@ -96,7 +96,6 @@ impl RateLimiterConfig {
 
     /// This configuration with every field it does not set taken from `base`, which must
     /// already be resolved. The result has no base.
-    #[allow(dead_code)] // for the registry's named configurations, which land separately
     pub(crate) fn inherit(
         &self,
         base: &RateLimiterConfig,

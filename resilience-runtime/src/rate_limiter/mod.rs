@@ -108,8 +108,6 @@ pub struct RateLimiter {
 
 /// What a guarded call does next, from [`RateLimiter::try_acquire_or_wait`].
 #[derive(Debug)]
-// Used by the plan integration (the registry and the call chain), which lands separately.
-#[allow(dead_code)]
 pub(crate) enum Admission {
     /// A permission of the current cycle was taken.
     Granted,
@@ -175,7 +173,6 @@ impl RateLimiter {
     }
 
     /// The process-wide unique id of this instance, for the re-entrancy record of a call chain.
-    #[allow(dead_code)] // for the call chain's re-entrancy record, which lands separately
     pub(crate) fn id(&self) -> u64 {
         self.id
     }
@@ -287,7 +284,6 @@ impl RateLimiter {
     /// one, says whether the caller may wait for a later one (reserving nothing), or refuses
     /// at once. See [`Admission`].
     #[inline]
-    #[allow(dead_code)] // for the plan integration, which lands separately
     pub(crate) fn try_acquire_or_wait(&self) -> Admission {
         match self.timeline.take(&self.clock, Mode::Probe) {
             Take::Granted => {

@@ -23,6 +23,7 @@ use crate::clock::Clock;
 use crate::error::ConfigError;
 use crate::name::Name;
 use crate::plan::{Guard, GuardListError, Plan, ReentrancyPolicy, Step};
+use crate::rate_limiter::{RateLimiter, RateLimiterConfig};
 
 use kind::{Config, Instance, Kind, Pending};
 use precedence::Precedence;
@@ -92,6 +93,7 @@ pub struct Registry {
 
 struct State {
     bulkheads: Kind<BulkheadConfig, Bulkhead>,
+    rate_limiters: Kind<RateLimiterConfig, RateLimiter>,
     circuit_breakers: Kind<CircuitBreakerConfig, CircuitBreaker>,
     precedence: Precedence,
     reentrancy: ReentrancyPolicy,
@@ -122,6 +124,7 @@ impl Registry {
             generation: AtomicU64::new(next_generation()),
             state: RwLock::new(State {
                 bulkheads: Kind::new(BulkheadConfig::default()),
+                rate_limiters: Kind::new(RateLimiterConfig::default()),
                 circuit_breakers: Kind::new(CircuitBreakerConfig::default()),
                 precedence: Precedence::new(),
                 reentrancy: ReentrancyPolicy::default(),
@@ -267,6 +270,69 @@ impl Registry {
         self.effective::<Bulkhead>(name)
     }
 
+    // ----- rate limiters -----
+
+    /// The rate limiter named `name`, created with its configuration (or the default one) on
+    /// first use.
+    pub fn rate_limiter(&self, name: &str) -> Arc<RateLimiter> {
+        self.instance(name)
+    }
+
+    /// Installs `config` for the rate limiter `name` and reconfigures its instance in place
+    /// (see [`RateLimiter::reconfigure`]: a fresh cycle of the new limit starts at once);
+    /// configurations based on it are re-resolved, and their instances reconfigured if their
+    /// effective configuration changed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use resilience_runtime::{RateLimiterConfig, Registry};
+    ///
+    /// let registry = Registry::new();
+    /// registry.configure_rate_limiter("payments", RateLimiterConfig::builder()
+    ///     .limit_for_period(50)
+    ///     .limit_refresh_period(Duration::from_secs(1))
+    ///     .build()?)?;
+    /// assert_eq!(registry.rate_limiter("payments").available_permissions(), 50);
+    /// # Ok::<(), resilience_runtime::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] for an unknown or cyclic base configuration, or a merged
+    /// configuration that is invalid; the registry is unchanged then.
+    pub fn configure_rate_limiter(
+        &self,
+        name: impl Into<Name>,
+        config: RateLimiterConfig,
+    ) -> Result<(), ConfigError> {
+        self.configure::<RateLimiter>(name.into(), config)
+    }
+
+    /// Replaces the default rate limiter configuration: the one of names never configured,
+    /// and the base of named configurations that name no base.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] if `config` names a base (the default has none) or leaves a named
+    /// configuration invalid; the registry is unchanged then.
+    pub fn configure_default_rate_limiter(
+        &self,
+        config: RateLimiterConfig,
+    ) -> Result<(), ConfigError> {
+        self.configure_default::<RateLimiter>(config)
+    }
+
+    /// Every rate limiter instance created so far, sorted by name.
+    pub fn rate_limiters(&self) -> Vec<Arc<RateLimiter>> {
+        self.instances()
+    }
+
+    /// The effective configuration of the rate limiter `name` (its own, resolved against its
+    /// base, or the default).
+    pub fn rate_limiter_config(&self, name: &str) -> RateLimiterConfig {
+        self.effective::<RateLimiter>(name)
+    }
+
     // ----- circuit breakers -----
 
     /// The circuit breaker named `name`, created with its configuration (or the default one)
@@ -377,6 +443,7 @@ impl Registry {
         }
         let state = self.read();
         of::<Bulkhead>(&state)
+            .chain(of::<RateLimiter>(&state))
             .chain(of::<CircuitBreaker>(&state))
             .collect()
     }
@@ -388,6 +455,7 @@ impl Registry {
         }
         let state = self.read();
         of::<Bulkhead>(&state)
+            .chain(of::<RateLimiter>(&state))
             .chain(of::<CircuitBreaker>(&state))
             .collect()
     }
@@ -422,9 +490,10 @@ impl Registry {
             let name = guard.name();
             plan.push(match guard.aspect() {
                 Aspect::Bulkhead => Step::Bulkhead(self.bulkhead(name)),
+                Aspect::RateLimiter => Step::RateLimiter(self.rate_limiter(name)),
                 Aspect::CircuitBreaker => Step::CircuitBreaker(self.circuit_breaker(name)),
                 // `Registry::plan` and `PlanCache::new` refuse these (`GuardListError`).
-                aspect @ (Aspect::RateLimiter | Aspect::Retry | Aspect::TimeLimiter) => {
+                aspect @ (Aspect::Retry | Aspect::TimeLimiter) => {
                     unreachable!("the {aspect} aspect has no implementation yet")
                 }
             });
@@ -450,6 +519,7 @@ impl fmt::Debug for Registry {
             .field("precedence", &self.precedence())
             .field("reentrancy", &state.reentrancy)
             .field("bulkheads", &state.bulkheads.len())
+            .field("rate_limiters", &state.rate_limiters.len())
             .field("circuit_breakers", &state.circuit_breakers.len())
             .finish()
     }
@@ -486,6 +556,38 @@ impl Registered for Bulkhead {
     }
     fn make(name: Name, config: BulkheadConfig, clock: &Clock) -> Self {
         Bulkhead::with_clock(name, config, clock.clone())
+    }
+}
+
+impl Config for RateLimiterConfig {
+    fn base(&self) -> Option<&str> {
+        RateLimiterConfig::base(self)
+    }
+    fn inherit(&self, base: &Self) -> Result<Self, ConfigError> {
+        RateLimiterConfig::inherit(self, base)
+    }
+}
+
+impl Instance for RateLimiter {
+    type Config = RateLimiterConfig;
+    fn config(&self) -> RateLimiterConfig {
+        RateLimiter::config(self)
+    }
+    fn reconfigure(&self, config: RateLimiterConfig) {
+        RateLimiter::reconfigure(self, config);
+    }
+}
+
+impl Registered for RateLimiter {
+    const ASPECT: Aspect = Aspect::RateLimiter;
+    fn table(state: &State) -> &Kind<RateLimiterConfig, RateLimiter> {
+        &state.rate_limiters
+    }
+    fn table_mut(state: &mut State) -> &mut Kind<RateLimiterConfig, RateLimiter> {
+        &mut state.rate_limiters
+    }
+    fn make(name: Name, config: RateLimiterConfig, clock: &Clock) -> Self {
+        RateLimiter::with_clock(name, config, clock.clone())
     }
 }
 
