@@ -301,6 +301,36 @@ fn stacked_circuit_breaker_above_bulkhead() -> syn::Result<()> {
     Ok(())
 }
 
+/// The three gates, written bulkhead first: the call site lists them in source order, and
+/// the runtime's precedence sorts them.
+#[test]
+fn stacked_three_gates_bulkhead_first() -> syn::Result<()> {
+    let file = snapshot!(Kind::Bulkhead, (name = "payments"), {
+        #[rate_limiter(name = "payments")]
+        #[circuit_breaker(name = "payments")]
+        pub async fn pay(order: &Order) -> Result<Receipt, PayError> {
+            gateway::charge(order).await
+        }
+    });
+    assert_guarded(&file);
+    Ok(())
+}
+
+/// The same three gates written breaker first: the same guarded body, the guards listed in
+/// this source order.
+#[test]
+fn stacked_three_gates_breaker_first() -> syn::Result<()> {
+    let file = snapshot!(Kind::CircuitBreaker, (name = "payments"), {
+        #[rate_limiter(name = "payments")]
+        #[bulkhead(name = "payments")]
+        pub async fn pay(order: &Order) -> Result<Receipt, PayError> {
+            gateway::charge(order).await
+        }
+    });
+    assert_guarded(&file);
+    Ok(())
+}
+
 /// A function that does not return a `Result`: a rejection goes to the fallback, which
 /// receives the same arguments and the rejection.
 #[test]
