@@ -4,6 +4,8 @@
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
+use super::derived::{call_reading, window_reading};
+use super::events::Ev;
 use super::*;
 use crate::clock::{ManualClock, Reading};
 use crate::error::ConfigError;

@@ -1,0 +1,190 @@
+//! [`CircuitPermit`]: permission to make one call through a breaker, and how it records.
+
+use std::fmt;
+use std::mem::ManuallyDrop;
+use std::sync::Arc;
+
+use super::derived::AtomicReading;
+use super::{Finish, Shared};
+use crate::clock::Reading;
+use crate::error::Rejected;
+use crate::sync::Ordering;
+
+/// Whether the permit takes part in the accounting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum PermitKind {
+    /// Disabled state: nothing is recorded.
+    Unrecorded,
+    /// Closed: recorded in the sliding window under its lock only (the fast path).
+    Closed,
+    /// Metrics-only: recorded in the sliding window under the state machine's lock.
+    Recorded,
+    /// Half-open: one of the bounded probes.
+    Probe,
+}
+
+/// Permission to make one call through a [`CircuitBreaker`]; report how the call ended with
+/// one of the `record_*` methods.
+///
+/// The elapsed time of the call (for slow calls and events) is measured from
+/// [`try_acquire`](CircuitBreaker::try_acquire) to the `record_*` call, with the clock the
+/// [module docs](self) describe (none, coarse or precise; always precise while someone is
+/// subscribed to the breaker's events). An outcome
+/// is recorded only if the breaker has not changed state since the permit was taken. Dropping
+/// the permit without recording abandons the call (a dropped future, a panic): nothing is
+/// recorded, and a half-open probe is given back.
+#[must_use = "dropping a permit without recording an outcome abandons the call"]
+pub struct CircuitPermit<'a> {
+    shared: &'a Arc<Shared>,
+    /// The epoch the permit was issued in (below 2⁵⁶: see [`pack`]), with the permit's
+    /// [`PermitKind`] and the [`Reading`] of `start` in the top byte. Folded into one word, a
+    /// permit is 24 bytes and an `Option` of it too (the reference's niche): every guarded
+    /// call holds one in its state, and a guarded `async fn` with a fallback stays within the
+    /// 128 bytes above which its future is moved with a `memcpy` call.
+    tag: u64,
+    /// When the call started, read with the tag's reading (the end is read the same way).
+    pub(super) start: u64,
+}
+
+/// Where the tag of a [`CircuitPermit`] keeps its kind (2 bits) and its reading (2 bits).
+const TAG_KIND_SHIFT: u32 = 56;
+const TAG_READING_SHIFT: u32 = 58;
+const TAG_EPOCH_MASK: u64 = (1 << TAG_KIND_SHIFT) - 1;
+
+impl PermitKind {
+    const fn code(self) -> u64 {
+        match self {
+            PermitKind::Unrecorded => 0,
+            PermitKind::Closed => 1,
+            PermitKind::Recorded => 2,
+            PermitKind::Probe => 3,
+        }
+    }
+
+    const fn from_code(code: u64) -> Self {
+        match code & 0b11 {
+            0 => PermitKind::Unrecorded,
+            1 => PermitKind::Closed,
+            2 => PermitKind::Recorded,
+            _ => PermitKind::Probe,
+        }
+    }
+}
+
+impl<'a> CircuitPermit<'a> {
+    #[inline(always)]
+    pub(super) fn new(
+        shared: &'a Arc<Shared>,
+        epoch: u64,
+        start: u64,
+        reading: Reading,
+        kind: PermitKind,
+    ) -> Self {
+        debug_assert!(epoch <= TAG_EPOCH_MASK, "epochs stay below 2^56");
+        let reading = u64::from(AtomicReading::code(reading));
+        CircuitPermit {
+            shared,
+            tag: epoch | (kind.code() << TAG_KIND_SHIFT) | (reading << TAG_READING_SHIFT),
+            start,
+        }
+    }
+
+    #[inline(always)]
+    fn epoch(&self) -> u64 {
+        self.tag & TAG_EPOCH_MASK
+    }
+
+    #[inline(always)]
+    fn kind(&self) -> PermitKind {
+        PermitKind::from_code(self.tag >> TAG_KIND_SHIFT)
+    }
+
+    #[inline(always)]
+    pub(super) fn reading(&self) -> Reading {
+        AtomicReading::decode(((self.tag >> TAG_READING_SHIFT) & 0b11) as u8)
+    }
+}
+
+impl CircuitPermit<'_> {
+    /// The call succeeded.
+    #[inline(always)]
+    pub fn record_success(self) {
+        self.finish(Finish::Success);
+    }
+
+    /// The call failed.
+    #[inline(always)]
+    pub fn record_failure(self) {
+        self.finish(Finish::Failure);
+    }
+
+    /// The call ended in an error that counts as neither success nor failure (a half-open probe
+    /// is given back).
+    pub fn record_ignored(self) {
+        self.finish(Finish::Ignored);
+    }
+
+    /// The call was rejected further in by another guard (a bulkhead inside this breaker): a
+    /// failure if the configuration's `record_rejections` is set; otherwise nothing is recorded
+    /// and a half-open probe is given back.
+    pub fn record_rejected(self, rejection: &Rejected) {
+        let _ = rejection;
+        let finish = if self.shared.record_rejections.load(Ordering::Relaxed) {
+            Finish::Failure
+        } else {
+            Finish::GiveBack
+        };
+        self.finish(finish);
+    }
+
+    /// The process-wide id of the breaker (re-entrancy tracking of the call chain).
+    #[inline]
+    pub(crate) fn instance_id(&self) -> u64 {
+        self.shared.id
+    }
+
+    /// Whether this permit is one of the probe calls of the half-open state.
+    pub fn is_probe(&self) -> bool {
+        self.kind() == PermitKind::Probe
+    }
+
+    #[inline(always)]
+    fn finish(self, finish: Finish) {
+        let this = ManuallyDrop::new(self);
+        match (this.kind(), finish) {
+            // Nothing to record: no lock taken.
+            (PermitKind::Unrecorded, _)
+            | (PermitKind::Closed | PermitKind::Recorded, Finish::GiveBack) => {}
+            // Only an event to emit, and nobody listens.
+            (PermitKind::Closed | PermitKind::Recorded, Finish::Ignored)
+                if !this.shared.subscribers.any() => {}
+            (PermitKind::Closed, Finish::Success | Finish::Failure) => {
+                let failed = finish == Finish::Failure;
+                this.shared
+                    .finish_closed(this.epoch(), this.start, this.reading(), failed);
+            }
+            _ => this
+                .shared
+                .finish(this.epoch(), this.start, this.reading(), finish),
+        }
+    }
+}
+
+impl Drop for CircuitPermit<'_> {
+    fn drop(&mut self) {
+        if self.kind() == PermitKind::Probe {
+            self.shared
+                .finish(self.epoch(), self.start, self.reading(), Finish::GiveBack);
+        }
+    }
+}
+
+impl fmt::Debug for CircuitPermit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CircuitPermit")
+            .field("breaker", &self.shared.name)
+            .field("epoch", &self.epoch())
+            .field("probe", &(self.kind() == PermitKind::Probe))
+            .finish()
+    }
+}
