@@ -5,13 +5,15 @@
 //!
 //! - **The global registry** (the one the macros use). Its plans are interned: each distinct
 //!   plan a call site resolves (the same instances in the same order under the same
-//!   re-entrancy policy) is allocated once, kept for the rest of the program in one of
-//!   [`SLOTS`] slots of the call site, and lent to calls as a `&'static Plan`. A call touches
-//!   no reference count and has nothing to give back, sync or async. A registry keeps its
-//!   instances as long as it lives (configuring a name changes its instance in place), so a
-//!   call site's plan changes only with the precedence or the re-entrancy policy: a few
-//!   distinct plans per call site in a program's life. Should a call site see more than
-//!   [`SLOTS`], it uses the second cache from then on.
+//!   re-entrancy policy) is allocated once, kept for the rest of the program, and lent to
+//!   calls as a `&'static Plan`. A call touches no reference count and has nothing to give
+//!   back, sync or async, and holds one pointer. A registry keeps its instances as long as it
+//!   lives (configuring a name changes its instance in place), so a call site's plan changes
+//!   only with the precedence or the re-entrancy policy: a call site of `k` guards has at most
+//!   `k!` orders × 3 policies distinct plans in a program's life (18 for three gates), which
+//!   bounds what interning keeps. The first [`SLOTS`] are found lock-free; a call site that
+//!   has seen more finds the others under a lock (a program that keeps changing its
+//!   precedence pays that, nobody else).
 //! - **Any registry.** The plan of the last registry asked, in an `ArcSwapOption`, borrowed
 //!   without touching its reference count for a sync call ([`PlanCache::get`]) or as an
 //!   `Arc` of its own ([`PlanCache::get_arc`]).
@@ -35,8 +37,9 @@ use once_cell::race::OnceRef;
 use crate::plan::{Guard, GuardListError, Plan};
 use crate::registry::Registry;
 
-/// The interned plans a call site can hold. Two guards in two orders under three re-entrancy
-/// policies make six distinct plans.
+/// The interned plans a call site finds lock-free. Two guards in two orders under three
+/// re-entrancy policies make six distinct plans; three gates in their default order and a
+/// few changes of precedence stay within eight.
 const SLOTS: usize = 8;
 /// The bits of `Interned::current` that hold a slot index.
 const SLOT_BITS: u32 = SLOTS.trailing_zeros();
@@ -84,12 +87,13 @@ struct Interned {
     /// `generation << SLOT_BITS | slot`: the slot whose plan is current at that generation of
     /// the global registry. Zero until the first call: no registry has generation zero.
     current: AtomicU64,
-    /// The distinct plans this call site has used, each allocated once and never freed.
+    /// The first distinct plans this call site has used, each allocated once and never freed.
     slots: [OnceRef<'static, Plan>; SLOTS],
-    /// Every slot is taken: plans come from `PlanCache::cached` instead.
+    /// Every slot is taken: further plans are in `intern`'s list.
     full: AtomicBool,
-    /// Serialises interning (a cold path); readers never take it.
-    intern: Mutex<()>,
+    /// Serialises interning (a cold path; readers of `slots` never take it), and holds the
+    /// distinct plans beyond the slots, each allocated once and never freed.
+    intern: Mutex<Vec<&'static Plan>>,
 }
 
 impl PlanCache {
@@ -115,7 +119,7 @@ impl PlanCache {
                     current: AtomicU64::new(0),
                     slots: [const { OnceRef::new() }; SLOTS],
                     full: AtomicBool::new(false),
-                    intern: Mutex::new(()),
+                    intern: Mutex::new(Vec::new()),
                 },
             },
         }
@@ -139,10 +143,7 @@ impl PlanCache {
     /// is dropped.
     pub fn get(&self, registry: &Registry) -> CachedPlan {
         if std::ptr::eq(registry, Registry::global()) {
-            return CachedPlan(match self.global() {
-                SitePlan::Interned(plan) => Cached::Interned(plan),
-                SitePlan::Owned(plan) => Cached::Built(plan),
-            });
+            return CachedPlan(Cached::Interned(self.global()));
         }
         let generation = registry.generation();
         let cached = self.cached.load();
@@ -166,8 +167,7 @@ impl PlanCache {
         }
     }
 
-    /// The plan in the global registry: interned (the common case) or, if this call site has
-    /// used more distinct plans than it has slots, owned.
+    /// The plan in the global registry, interned.
     #[inline]
     pub(crate) fn global(&self) -> SitePlan {
         let registry = Registry::global();
@@ -175,7 +175,7 @@ impl PlanCache {
         if current >> SLOT_BITS == registry.generation() {
             // `current` names a slot only once its plan is set (released by that store).
             if let Some(plan) = self.interned.slots[(current & SLOT_MASK) as usize].get() {
-                return SitePlan::Interned(plan);
+                return plan;
             }
         }
         self.global_miss(registry)
@@ -187,20 +187,27 @@ impl PlanCache {
     #[inline(never)]
     fn global_miss(&self, registry: &Registry) -> SitePlan {
         let interned = &self.interned;
-        if interned.full.load(Ordering::Relaxed) {
-            return SitePlan::Owned(self.get_arc(registry));
-        }
-        let _interning = interned
+        let mut overflow = interned
             .intern
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        if interned.full.load(Ordering::Relaxed) {
+            // Beyond the slots: found (or interned) under the lock, on every call.
+            let plan = registry.resolve_plan(self.guards);
+            if let Some(known) = overflow.iter().find(|known| known.same_as(&plan)) {
+                return known;
+            }
+            let leaked: &'static Plan = Box::leak(Box::new(plan));
+            overflow.push(leaked);
+            return leaked;
+        }
         // Read before the plan is resolved: the plan is never older than its label.
         let generation = registry.generation();
         let current = interned.current.load(Ordering::Acquire);
         if current >> SLOT_BITS == generation {
             // Another call interned it while this one waited for the lock.
             if let Some(plan) = interned.slots[(current & SLOT_MASK) as usize].get() {
-                return SitePlan::Interned(plan);
+                return plan;
             }
         }
         let plan = registry.resolve_plan(self.guards);
@@ -222,10 +229,12 @@ impl PlanCache {
                     .current
                     .store(generation << SLOT_BITS | index as u64, Ordering::Release);
             }
-            return SitePlan::Interned(found);
+            return found;
         }
         interned.full.store(true, Ordering::Relaxed);
-        SitePlan::Owned(self.get_arc(registry))
+        let leaked: &'static Plan = Box::leak(Box::new(plan));
+        overflow.push(leaked);
+        leaked
     }
 
     #[cold]
@@ -236,26 +245,10 @@ impl PlanCache {
     }
 }
 
-/// A call site's plan in the global registry, as a guarded call holds it (sync or async).
+/// A call site's plan in the global registry, as a guarded call holds it (sync or async): an
+/// interned plan, one pointer.
 #[doc(hidden)]
-pub enum SitePlan {
-    /// Interned: lives as long as the program.
-    Interned(&'static Plan),
-    /// This call site has used more distinct plans than it can intern.
-    Owned(Arc<Plan>),
-}
-
-impl Deref for SitePlan {
-    type Target = Plan;
-
-    #[inline]
-    fn deref(&self) -> &Plan {
-        match self {
-            SitePlan::Interned(plan) => plan,
-            SitePlan::Owned(plan) => plan,
-        }
-    }
-}
+pub type SitePlan = &'static Plan;
 
 /// A [`Plan`] borrowed from a [`PlanCache`] for one short call (see [`PlanCache::get`]):
 /// dereferences to the plan; [`into_arc`](Self::into_arc) turns it into an `Arc` to keep.
@@ -325,7 +318,7 @@ mod tests {
     use crate::aspect::Aspect;
 
     #[test]
-    fn a_call_site_with_every_slot_taken_gets_its_current_plan_owned() {
+    fn a_call_site_with_every_slot_taken_interns_its_plans_beyond_them() {
         static SITE: PlanCache = PlanCache::new(&[
             Guard::circuit_breaker("slots-full"),
             Guard::bulkhead("slots-full"),
@@ -336,24 +329,23 @@ mod tests {
             let other = global.resolve_plan(&[Guard::bulkhead("slots-full-other")]);
             slot.set(Box::leak(Box::new(other))).unwrap();
         }
+        let first = SITE.global();
         for _ in 0..2 {
             let plan = SITE.global();
-            assert!(matches!(plan, SitePlan::Owned(_)));
             let order: Vec<Aspect> = plan.guards().map(|(aspect, _)| aspect).collect();
             assert_eq!(order, [Aspect::Bulkhead, Aspect::CircuitBreaker]);
             assert!(SITE.interned.full.load(Ordering::Relaxed));
+            // Interned beyond the slots: the same plan again, not a new one per call.
+            assert!(std::ptr::eq(plan, first));
         }
+        assert_eq!(SITE.interned.intern.lock().unwrap().len(), 1);
     }
 
     #[test]
     fn an_interned_plan_is_lent_until_the_generation_moves() {
         static SITE: PlanCache = PlanCache::new(&[Guard::bulkhead("interned-unit")]);
-        let SitePlan::Interned(first) = SITE.global() else {
-            panic!("the first plan of a call site is interned");
-        };
-        let SitePlan::Interned(again) = SITE.global() else {
-            panic!("interned");
-        };
+        let first = SITE.global();
+        let again = SITE.global();
         assert!(std::ptr::eq(first, again));
         let packed = SITE.interned.current.load(Ordering::Relaxed);
         assert_eq!(packed >> SLOT_BITS, Registry::global().generation());

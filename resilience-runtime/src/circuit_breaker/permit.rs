@@ -4,7 +4,6 @@ use std::fmt;
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
-use super::derived::AtomicReading;
 use super::{Finish, Shared};
 use crate::clock::Reading;
 use crate::error::Rejected;
@@ -36,39 +35,11 @@ pub(super) enum PermitKind {
 #[must_use = "dropping a permit without recording an outcome abandons the call"]
 pub struct CircuitPermit<'a> {
     shared: &'a Arc<Shared>,
-    /// The epoch the permit was issued in (below 2⁵⁶: see [`pack`]), with the permit's
-    /// [`PermitKind`] and the [`Reading`] of `start` in the top byte. Folded into one word, a
-    /// permit is 24 bytes and an `Option` of it too (the reference's niche): every guarded
-    /// call holds one in its state, and a guarded `async fn` with a fallback stays within the
-    /// 128 bytes above which its future is moved with a `memcpy` call.
-    tag: u64,
-    /// When the call started, read with the tag's reading (the end is read the same way).
+    epoch: u64,
+    /// When the call started, read with `reading` (the end is read the same way).
     pub(super) start: u64,
-}
-
-/// Where the tag of a [`CircuitPermit`] keeps its kind (2 bits) and its reading (2 bits).
-const TAG_KIND_SHIFT: u32 = 56;
-const TAG_READING_SHIFT: u32 = 58;
-const TAG_EPOCH_MASK: u64 = (1 << TAG_KIND_SHIFT) - 1;
-
-impl PermitKind {
-    const fn code(self) -> u64 {
-        match self {
-            PermitKind::Unrecorded => 0,
-            PermitKind::Closed => 1,
-            PermitKind::Recorded => 2,
-            PermitKind::Probe => 3,
-        }
-    }
-
-    const fn from_code(code: u64) -> Self {
-        match code & 0b11 {
-            0 => PermitKind::Unrecorded,
-            1 => PermitKind::Closed,
-            2 => PermitKind::Recorded,
-            _ => PermitKind::Probe,
-        }
-    }
+    reading: Reading,
+    kind: PermitKind,
 }
 
 impl<'a> CircuitPermit<'a> {
@@ -80,28 +51,18 @@ impl<'a> CircuitPermit<'a> {
         reading: Reading,
         kind: PermitKind,
     ) -> Self {
-        debug_assert!(epoch <= TAG_EPOCH_MASK, "epochs stay below 2^56");
-        let reading = u64::from(AtomicReading::code(reading));
         CircuitPermit {
             shared,
-            tag: epoch | (kind.code() << TAG_KIND_SHIFT) | (reading << TAG_READING_SHIFT),
+            epoch,
             start,
+            reading,
+            kind,
         }
     }
 
-    #[inline(always)]
-    fn epoch(&self) -> u64 {
-        self.tag & TAG_EPOCH_MASK
-    }
-
-    #[inline(always)]
-    fn kind(&self) -> PermitKind {
-        PermitKind::from_code(self.tag >> TAG_KIND_SHIFT)
-    }
-
-    #[inline(always)]
+    #[cfg(test)]
     pub(super) fn reading(&self) -> Reading {
-        AtomicReading::decode(((self.tag >> TAG_READING_SHIFT) & 0b11) as u8)
+        self.reading
     }
 }
 
@@ -145,13 +106,13 @@ impl CircuitPermit<'_> {
 
     /// Whether this permit is one of the probe calls of the half-open state.
     pub fn is_probe(&self) -> bool {
-        self.kind() == PermitKind::Probe
+        self.kind == PermitKind::Probe
     }
 
     #[inline(always)]
     fn finish(self, finish: Finish) {
         let this = ManuallyDrop::new(self);
-        match (this.kind(), finish) {
+        match (this.kind, finish) {
             // Nothing to record: no lock taken.
             (PermitKind::Unrecorded, _)
             | (PermitKind::Closed | PermitKind::Recorded, Finish::GiveBack) => {}
@@ -161,20 +122,20 @@ impl CircuitPermit<'_> {
             (PermitKind::Closed, Finish::Success | Finish::Failure) => {
                 let failed = finish == Finish::Failure;
                 this.shared
-                    .finish_closed(this.epoch(), this.start, this.reading(), failed);
+                    .finish_closed(this.epoch, this.start, this.reading, failed);
             }
             _ => this
                 .shared
-                .finish(this.epoch(), this.start, this.reading(), finish),
+                .finish(this.epoch, this.start, this.reading, finish),
         }
     }
 }
 
 impl Drop for CircuitPermit<'_> {
     fn drop(&mut self) {
-        if self.kind() == PermitKind::Probe {
+        if self.kind == PermitKind::Probe {
             self.shared
-                .finish(self.epoch(), self.start, self.reading(), Finish::GiveBack);
+                .finish(self.epoch, self.start, self.reading, Finish::GiveBack);
         }
     }
 }
@@ -183,8 +144,8 @@ impl fmt::Debug for CircuitPermit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CircuitPermit")
             .field("breaker", &self.shared.name)
-            .field("epoch", &self.epoch())
-            .field("probe", &(self.kind() == PermitKind::Probe))
+            .field("epoch", &self.epoch)
+            .field("probe", &(self.kind == PermitKind::Probe))
             .finish()
     }
 }
