@@ -1,0 +1,155 @@
+//! How a guarded function ends when a guard refuses it (or, with `fallback_on_error`, when
+//! it fails): the rejection as its error, or its fallback's value.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, quote_spanned, ToTokens};
+use syn::spanned::Spanned;
+use syn::{FnArg, Ident, Pat, Signature, Type};
+
+use crate::stack::Stack;
+
+use super::guard::Names;
+use super::types::{mentions_impl_trait, respan, result_error_type};
+
+/// How a guarded function ends when it is refused, or (with `fallback_on_error`) fails.
+pub(super) struct Ending {
+    /// Statements before the call: clones of the arguments a fallback on error needs.
+    pub(super) prelude: TokenStream,
+    /// The value of a refused call.
+    pub(super) on_rejected: TokenStream,
+    /// What becomes of the call's value: itself, or an `Err` handed to the fallback.
+    pub(super) finish: TokenStream,
+}
+
+/// What a refused call returns: the rejection as the function's error, or the fallback's
+/// value (the fallback receives the same arguments, then the rejection). With
+/// `fallback_on_error`, the fallback receives the function's error `E` instead, for a
+/// rejection (converted with `From<Rejected>`) and for an `Err` alike.
+pub(super) fn ending(
+    stack: &Stack,
+    sig: &Signature,
+    output: &Type,
+    returns_result: bool,
+    is_async: bool,
+    names: &Names,
+) -> syn::Result<Ending> {
+    let krate = &stack.krate;
+    let Names {
+        rejected,
+        output: value,
+        ..
+    } = names;
+    let into_error = || {
+        // Every token of the callee at `E`, so an `E` without `From<Rejected>` is reported
+        // at `E` in the signature, not at the attribute.
+        let span = result_error_type(output).map_or_else(|| output.span(), Spanned::span);
+        let krate = respan(krate.to_token_stream(), span);
+        quote_spanned! {span=>
+            ::core::result::Result::Err(#krate::__private::rejection_into(#rejected))
+        }
+    };
+    let Some(fallback) = &stack.fallback else {
+        return Ok(Ending {
+            prelude: TokenStream::new(),
+            on_rejected: into_error(),
+            finish: quote!(#value),
+        });
+    };
+    let on_error = stack.fallback_on_error;
+    if on_error && !returns_result {
+        return Err(syn::Error::new(
+            fallback.key.span(),
+            "`fallback_on_error` needs the function to return `Result<_, E>`: the fallback \
+             receives its `E`",
+        ));
+    }
+
+    // The arguments the fallback receives: as they are on a rejection (the call never took
+    // them); cloned before the call when the fallback also handles errors.
+    let mut args: Vec<TokenStream> = Vec::new();
+    let mut prelude = TokenStream::new();
+    let mut has_receiver = false;
+    for (index, input) in sig.inputs.iter().enumerate() {
+        let (name, by_reference) = match input {
+            FnArg::Receiver(receiver) => {
+                has_receiver = true;
+                if on_error && receiver.mutability.is_some() && receiver.reference.is_some() {
+                    return Err(syn::Error::new_spanned(
+                        receiver,
+                        "`fallback_on_error` cannot hand `&mut self` to the fallback after the \
+                         call used it; take `&self`, or drop `fallback_on_error`",
+                    ));
+                }
+                (quote!(self), receiver.reference.is_some())
+            }
+            FnArg::Typed(typed) => match &*typed.pat {
+                Pat::Ident(ident) if ident.subpat.is_none() && ident.by_ref.is_none() => {
+                    let name = &ident.ident;
+                    (quote!(#name), false)
+                }
+                other => {
+                    return Err(syn::Error::new_spanned(
+                        other,
+                        "a fallback receives the same arguments as the function, so each \
+                         needs a name: write `name: Type` and destructure it in the body",
+                    ))
+                }
+            },
+        };
+        if on_error && !by_reference {
+            let copy = Ident::new(&format!("__fallback_arg{index}"), Span::mixed_site());
+            let span = input.span();
+            prelude.extend(quote_spanned! {span=>
+                let #copy = ::core::clone::Clone::clone(&#name);
+            });
+            args.push(quote!(#copy));
+        } else {
+            args.push(name);
+        }
+    }
+    let path = &fallback.path;
+    // In a method, a bare name is a function of the same type (`Self::name`), as a
+    // Resilience4j fallback method is one of the same class.
+    let callee = if has_receiver && path.get_ident().is_some() {
+        quote_spanned!(path.span()=> Self::#path)
+    } else {
+        quote!(#path)
+    };
+    let call = |last: &Ident| {
+        let call = if is_async {
+            // An async function's fallback is async too: its future is awaited here.
+            quote_spanned!(path.span()=> #callee(#(#args,)* #last).await)
+        } else {
+            quote_spanned!(path.span()=> #callee(#(#args,)* #last))
+        };
+        if mentions_impl_trait(output.to_token_stream()) {
+            return call;
+        }
+        // Typed as the function's return type, so a fallback returning something else is
+        // reported as "expected `T`, found `U`" at the fallback, not as mismatched arms.
+        let fallback_value = Ident::new("__fallback", Span::mixed_site());
+        quote! {{
+            let #fallback_value: #output = #call;
+            #fallback_value
+        }}
+    };
+    if !on_error {
+        return Ok(Ending {
+            prelude,
+            on_rejected: call(rejected),
+            finish: quote!(#value),
+        });
+    }
+    let error = &names.error;
+    let handle = call(error);
+    Ok(Ending {
+        prelude,
+        on_rejected: into_error(),
+        finish: quote! {
+            match #value {
+                ::core::result::Result::Ok(#value) => ::core::result::Result::Ok(#value),
+                ::core::result::Result::Err(#error) => #handle,
+            }
+        },
+    })
+}

@@ -1,0 +1,238 @@
+//! Code generation: one guarded body per function, for sync fns, `async fn`s and the shape
+//! `#[async_trait]` leaves behind. Nothing outside this module calls `quote!`.
+//!
+//! This file takes the item apart (a fn, an impl block, or something that cannot be guarded)
+//! and reports what is wrong with it; [`guard`] writes the guarded body and the call site,
+//! [`fallback`] what a refused call returns, and [`types`] reads the user's types and shapes.
+
+mod fallback;
+mod guard;
+mod types;
+
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, ToTokens};
+use syn::{Block, ImplItem, Item, ItemFn, ItemImpl, TraitItemFn};
+
+use crate::args::{AspectArgs, Kind};
+use crate::stack;
+use guard::{guard_fn, returns_result};
+/// Entry point of both attributes: `kind` is the attribute invoked, `args` its arguments.
+pub(crate) fn attribute(kind: Kind, args: TokenStream, item: TokenStream) -> TokenStream {
+    let first = AspectArgs::parse(kind, Span::call_site(), args);
+    match syn::parse2::<Item>(item.clone()) {
+        Ok(Item::Fn(function)) => expand_item_fn(first, function),
+        Ok(Item::Impl(block)) => expand_impl(first, block),
+        Ok(Item::Verbatim(tokens)) => match syn::parse2::<TraitItemFn>(tokens.clone()) {
+            Ok(mut declaration) => {
+                let _ = stack::strip(&mut declaration.attrs);
+                with_item(
+                    syn::Error::new_spanned(
+                        &declaration.sig,
+                        format!(
+                            "`#[{}]` needs a function body to guard; put it on the method of \
+                             the impl block instead of the trait's declaration",
+                            kind.attr_name()
+                        ),
+                    ),
+                    declaration.into_token_stream(),
+                )
+            }
+            Err(_) => with_item(not_a_function(kind, "this item"), tokens),
+        },
+        Ok(mut other) => {
+            let what = strip_item(&mut other);
+            with_item(not_a_function(kind, what), other.into_token_stream())
+        }
+        Err(e) => with_item(e, item),
+    }
+}
+
+fn not_a_function(kind: Kind, what: &str) -> syn::Error {
+    syn::Error::new(
+        Span::call_site(),
+        format!(
+            "`#[{}]` guards a function, a method, or every method of an impl block; it cannot \
+             be applied to {what}",
+            kind.attr_name()
+        ),
+    )
+}
+
+/// Removes this crate's attributes from an item that cannot be guarded (so they do not
+/// report the same mistake again), and says what the item is.
+fn strip_item(item: &mut Item) -> &'static str {
+    let (attrs, what) = match item {
+        Item::Struct(i) => (&mut i.attrs, "a struct"),
+        Item::Enum(i) => (&mut i.attrs, "an enum"),
+        Item::Union(i) => (&mut i.attrs, "a union"),
+        Item::Trait(i) => (&mut i.attrs, "a trait"),
+        Item::Mod(i) => (&mut i.attrs, "a module"),
+        Item::Const(i) => (&mut i.attrs, "a constant"),
+        Item::Static(i) => (&mut i.attrs, "a static"),
+        Item::Type(i) => (&mut i.attrs, "a type alias"),
+        Item::Use(i) => (&mut i.attrs, "a `use` declaration"),
+        Item::ForeignMod(i) => (&mut i.attrs, "an extern block"),
+        Item::Macro(i) => (&mut i.attrs, "a macro invocation"),
+        _ => return "this item",
+    };
+    let _ = stack::strip(attrs);
+    what
+}
+
+/// The error followed by the item, so one mistake gives one message and the rest of the
+/// program still sees the item.
+fn with_item(error: syn::Error, item: TokenStream) -> TokenStream {
+    let mut tokens = error.to_compile_error();
+    tokens.extend(item);
+    tokens
+}
+
+/// Combines the errors of several parsed attributes, keeping the successes.
+fn split(results: Vec<syn::Result<AspectArgs>>) -> (Vec<AspectArgs>, Option<syn::Error>) {
+    let mut ok = Vec::new();
+    let mut errors: Option<syn::Error> = None;
+    for result in results {
+        match result {
+            Ok(args) => ok.push(args),
+            Err(e) => match &mut errors {
+                Some(all) => all.combine(e),
+                None => errors = Some(e),
+            },
+        }
+    }
+    (ok, errors)
+}
+
+/// `use` declarations of the stacked attributes' imports (`use resilience_runtime::bulkhead`),
+/// which the topmost attribute strips before rustc resolves them: without these, the
+/// import of every attribute but the topmost would be reported as unused.
+fn keep_imports_used(paths: &[syn::Path]) -> TokenStream {
+    quote! {
+        #(
+            #[allow(unused_imports)]
+            use #paths as _;
+        )*
+    }
+}
+
+/// `block` with `prelude` run first (for items emitted unguarded next to an error).
+fn prepend(block: &mut Block, prelude: TokenStream) {
+    if prelude.is_empty() {
+        return;
+    }
+    let prelude: Block = syn::parse_quote!({ #prelude });
+    let mut stmts = prelude.stmts;
+    stmts.append(&mut block.stmts);
+    block.stmts = stmts;
+}
+
+fn expand_item_fn(first: syn::Result<AspectArgs>, mut function: ItemFn) -> TokenStream {
+    let imports = keep_imports_used(&stack::imports(&function.attrs));
+    let mut parsed = vec![first];
+    parsed.extend(stack::strip(&mut function.attrs));
+    let (aspects, errors) = split(parsed);
+    let guarded = match errors {
+        Some(e) => Err(e),
+        None => stack::build(&[], aspects).and_then(|stack| {
+            guard_fn(
+                &stack,
+                &function.attrs,
+                &function.vis,
+                TokenStream::new(),
+                &function.sig,
+                &function.block,
+                &imports,
+            )
+        }),
+    };
+    guarded.unwrap_or_else(|e| {
+        prepend(&mut function.block, imports);
+        with_item(e, function.into_token_stream())
+    })
+}
+
+fn expand_impl(first: syn::Result<AspectArgs>, mut block: ItemImpl) -> TokenStream {
+    let impl_imports = keep_imports_used(&stack::imports(&block.attrs));
+    let mut parsed = vec![first];
+    parsed.extend(stack::strip(&mut block.attrs));
+    let (impl_aspects, mut errors) = split(parsed);
+    let push = |errors: &mut Option<syn::Error>, e: syn::Error| match errors {
+        Some(all) => all.combine(e),
+        None => *errors = Some(e),
+    };
+    match stack::build(&[], impl_aspects.clone()) {
+        Ok(stack) => {
+            if let Some(fallback) = &stack.fallback {
+                push(
+                    &mut errors,
+                    syn::Error::new(
+                        fallback.key.span(),
+                        "`fallback` cannot be given on an impl block: each method has its own \
+                         signature; give the fallback on a method's own attribute",
+                    ),
+                );
+            }
+        }
+        Err(e) => push(&mut errors, e),
+    }
+    if let Some(e) = errors {
+        for item in &mut block.items {
+            if let ImplItem::Fn(method) = item {
+                let imports = keep_imports_used(&stack::imports(&method.attrs));
+                let _ = stack::strip(&mut method.attrs);
+                prepend(&mut method.block, imports);
+            }
+        }
+        let mut tokens = with_item(e, block.into_token_stream());
+        tokens.extend(quote!(const _: () = { #impl_imports };));
+        return tokens;
+    }
+
+    let mut method_errors: Option<syn::Error> = None;
+    let items = std::mem::take(&mut block.items);
+    for item in items {
+        let ImplItem::Fn(mut method) = item else {
+            block.items.push(item);
+            continue;
+        };
+        let imports = keep_imports_used(&stack::imports(&method.attrs));
+        let (own, errors) = split(stack::strip(&mut method.attrs));
+        // An impl block's aspects guard the methods that can carry a rejection, those that
+        // return a `Result`; constructors and plain getters are left as they are. A method's
+        // own attribute still applies (and still requires a `Result` or a fallback).
+        if own.is_empty() && errors.is_none() && !returns_result(&method.sig, &method.block) {
+            block.items.push(ImplItem::Fn(method));
+            continue;
+        }
+        let guarded = match errors {
+            Some(e) => Err(e),
+            None => stack::build(&impl_aspects, own).and_then(|stack| {
+                guard_fn(
+                    &stack,
+                    &method.attrs,
+                    &method.vis,
+                    method.defaultness.into_token_stream(),
+                    &method.sig,
+                    &method.block,
+                    &imports,
+                )
+            }),
+        };
+        match guarded {
+            Ok(tokens) => block.items.push(ImplItem::Verbatim(tokens)),
+            Err(e) => {
+                push(&mut method_errors, e);
+                prepend(&mut method.block, imports);
+                block.items.push(ImplItem::Fn(method));
+            }
+        }
+    }
+    let mut tokens = match method_errors {
+        Some(e) => with_item(e, block.into_token_stream()),
+        None => block.into_token_stream(),
+    };
+    if !impl_imports.is_empty() {
+        tokens.extend(quote!(const _: () = { #impl_imports };));
+    }
+    tokens
+}
