@@ -22,12 +22,12 @@ pub(super) enum PermitKind {
     Probe,
 }
 
-/// Permission to make one call through a [`CircuitBreaker`]; report how the call ended with
+/// Permission to make one call through a [`CircuitBreaker`](super::CircuitBreaker); report how the call ended with
 /// one of the `record_*` methods.
 ///
 /// The elapsed time of the call (for slow calls and events) is measured from
-/// [`try_acquire`](CircuitBreaker::try_acquire) to the `record_*` call, with the clock the
-/// [module docs](self) describe (none, coarse or precise; always precise while someone is
+/// [`try_acquire`](super::CircuitBreaker::try_acquire) to the `record_*` call, with the clock the
+/// [module docs](super) describe (none, coarse or precise; always precise while someone is
 /// subscribed to the breaker's events). An outcome
 /// is recorded only if the breaker has not changed state since the permit was taken. Dropping
 /// the permit without recording abandons the call (a dropped future, a panic): nothing is
