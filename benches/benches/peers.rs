@@ -8,15 +8,17 @@
 use std::convert::Infallible;
 use std::future::{ready, Future};
 use std::hint::black_box;
+use std::num::NonZeroU32;
 use std::pin::pin;
-use std::sync::Barrier;
+use std::sync::{Barrier, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use resilience_runtime::{
-    bulkhead, circuit_breaker, Bulkhead, BulkheadConfig, CircuitBreaker, CircuitBreakerConfig,
-    CircuitBreakerConfigBuilder, Guard, Registry, SlidingWindow,
+    bulkhead, circuit_breaker, rate_limiter, Bulkhead, BulkheadConfig, CircuitBreaker,
+    CircuitBreakerConfig, CircuitBreakerConfigBuilder, Guard, RateLimiter, RateLimiterConfig,
+    Registry, SlidingWindow,
 };
 use tower::{Service, ServiceBuilder};
 
@@ -282,12 +284,194 @@ fn bulkhead_admission(c: &mut Criterion) {
     g.finish();
 }
 
+// ---------------------------------------------------------------- rate limiter
+//
+// The equal policy: 10⁹ permissions per second, our highest rate (one per nanosecond,
+// `rate_limiter::MAX_PERMISSIONS_PER_NANOSECOND`), refusing at once when none is left. A call
+// takes more than a nanosecond, so no measured call is ever refused: every case runs its
+// fast path. The peers do not do the same thing, so this compares the cost of a permission,
+// not identical behaviour:
+//
+// - ours: fixed cycles counted from the limiter's creation, every cycle starting with its full
+//   limit, unused permissions lost (Resilience4j's `AtomicRateLimiter`); one compare-and-swap
+//   and one clock reading (the coarse clock for a 1 s cycle).
+// - governor: GCRA (a smooth rate: one permission per emission interval, here 1 ns, with a
+//   burst of the whole quota); one compare-and-swap and one reading of its quanta clock (the
+//   TSC where it is reliable).
+// - tower's `RateLimit`: a fixed window started by the first call after the last one ended; a
+//   caller over the limit is made to wait (`poll_ready` pending until the window ends), never
+//   refused. Plain fields behind `&mut self` (no atomics): one service per caller, so sharing
+//   one limiter between threads needs a lock (or a `Buffer`).
+// - tower-resilience: fixed windows (its default `WindowType::Fixed`) restarted at the first
+//   call after one ends, under a `std::sync::Mutex`; timeout zero refuses at once.
+
+/// Our highest rate, per second: no call is refused during a measurement.
+const RATE_PER_SECOND: u32 = 1_000_000_000;
+
+fn rate_limiter_config(limit: u32, period: Duration) -> RateLimiterConfig {
+    RateLimiterConfig::builder()
+        .limit_for_period(limit)
+        .limit_refresh_period(period)
+        .timeout_duration(Duration::ZERO)
+        .build()
+        .expect("valid rate limiter config")
+}
+
+/// 10⁹ per second, no wait.
+fn ours_rate_limiter() -> RateLimiter {
+    RateLimiter::new(
+        "bench",
+        rate_limiter_config(RATE_PER_SECOND, Duration::from_secs(1)),
+    )
+}
+
+/// governor's direct (un-keyed) limiter on its default clock: 10⁹ per second, a burst of 10⁹.
+fn governor_limiter() -> governor::DefaultDirectRateLimiter {
+    governor::RateLimiter::direct(governor::Quota::per_second(
+        NonZeroU32::new(RATE_PER_SECOND).expect("non-zero"),
+    ))
+}
+
+#[inline(always)]
+fn governor_check(limiter: &governor::DefaultDirectRateLimiter) {
+    black_box(limiter.check()).expect("below the rate");
+}
+
+type NoopService = tower::util::ServiceFn<fn(()) -> std::future::Ready<Result<(), Infallible>>>;
+
+fn noop_fn_service() -> NoopService {
+    tower::service_fn((|()| ready(Ok(()))) as fn(()) -> _)
+}
+
+/// tower's `RateLimit` over a no-op service: 10⁹ per second. Built inside a runtime context
+/// (it creates its `Sleep` up front); a call reads tokio's `Instant::now` and no timer.
+fn tower_ratelimit() -> tower::limit::RateLimit<NoopService> {
+    tower::limit::RateLimit::new(
+        noop_fn_service(),
+        tower::limit::rate::Rate::new(u64::from(RATE_PER_SECOND), Duration::from_secs(1)),
+    )
+}
+
+/// tower-resilience's rate limiter over a no-op service: `limit` per `period`, timeout zero.
+fn tower_resilience_rate_limiter(
+    limit: u32,
+    period: Duration,
+) -> impl Service<(), Response = (), Error = impl std::fmt::Debug> + Clone + Send {
+    let layer = tower_resilience_ratelimiter::RateLimiterLayer::builder()
+        .limit_for_period(limit as usize)
+        .refresh_period(period)
+        .timeout_duration(Duration::ZERO)
+        .build()
+        .expect("valid tower-resilience rate limiter");
+    ServiceBuilder::new().layer(layer).service(noop_service())
+}
+
+/// A runtime context for tower's `RateLimit`, whose constructor makes a timer entry.
+fn time_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime")
+}
+
+fn rate_limiter_permit(c: &mut Criterion) {
+    let mut g = c.benchmark_group("rate_limiter_permit");
+    let ours = ours_rate_limiter();
+    g.bench_function("ours", |b| {
+        b.iter(|| black_box(&ours).try_acquire().expect("below the rate"))
+    });
+    let gov = governor_limiter();
+    g.bench_function("governor", |b| b.iter(|| governor_check(black_box(&gov))));
+    let rt = time_runtime();
+    let _context = rt.enter();
+    let mut trl = tower_ratelimit();
+    g.bench_function("tower_ratelimit", |b| {
+        b.iter(|| tower_call(black_box(&mut trl)).unwrap())
+    });
+    let mut tr = tower_resilience_rate_limiter(RATE_PER_SECOND, Duration::from_secs(1));
+    g.bench_function("tower_resilience", |b| {
+        b.iter(|| tower_call(black_box(&mut tr)).unwrap())
+    });
+    g.finish();
+}
+
+fn rate_limiter_permit_2threads(c: &mut Criterion) {
+    let mut g = c.benchmark_group("rate_limiter_permit_2threads");
+    let ours = ours_rate_limiter();
+    g.bench_function("ours", |b| {
+        b.iter_custom(|iters| {
+            two_threads(iters, &ours, |rl| rl.try_acquire().expect("below the rate"))
+        })
+    });
+    let gov = governor_limiter();
+    g.bench_function("governor", |b| {
+        b.iter_custom(|iters| two_threads(iters, &gov, governor_check))
+    });
+    // tower's `RateLimit` is `&mut` and not `Clone`: one limiter shared by two threads has to
+    // sit behind a lock, here a `std::sync::Mutex` held for `poll_ready` + `call` + poll.
+    let rt = time_runtime();
+    let _context = rt.enter();
+    let trl = Mutex::new(tower_ratelimit());
+    g.bench_function("tower_ratelimit_mutex", |b| {
+        b.iter_custom(|iters| {
+            two_threads(iters, &trl, |trl| {
+                tower_call(&mut *trl.lock().unwrap()).unwrap();
+            })
+        })
+    });
+    // As in `breaker_closed_2threads`: each thread calls its own clone of one shared limiter
+    // (its clones share the limiter's state).
+    let tr = tower_resilience_rate_limiter(RATE_PER_SECOND, Duration::from_secs(1));
+    g.bench_function("tower_resilience", |b| {
+        b.iter_custom(|iters| {
+            two_threads(iters, &tr, |tr| {
+                let mut svc = tr.clone();
+                tower_call_spin(&mut svc).unwrap();
+            })
+        })
+    });
+    g.finish();
+}
+
+/// A refusal: one permission per hour, taken before the measurement; timeout zero. tower's
+/// `RateLimit` is not here: it never refuses, it makes the caller wait for the next window.
+fn rate_limiter_refusal(c: &mut Criterion) {
+    let mut g = c.benchmark_group("rate_limiter_refusal");
+    let ours = RateLimiter::new("bench", rate_limiter_config(1, Duration::from_secs(3600)));
+    ours.try_acquire().expect("the hour's permission");
+    g.bench_function("ours", |b| {
+        b.iter(|| black_box(black_box(&ours).try_acquire()).unwrap_err())
+    });
+    let gov = governor::RateLimiter::direct(governor::Quota::per_hour(
+        NonZeroU32::new(1).expect("non-zero"),
+    ));
+    gov.check().expect("the hour's permission");
+    g.bench_function("governor", |b| {
+        b.iter(|| black_box(black_box(&gov).check()).unwrap_err())
+    });
+    let mut tr = tower_resilience_rate_limiter(1, Duration::from_secs(3600));
+    tower_call(&mut tr).expect("the hour's permission");
+    g.bench_function("tower_resilience", |b| {
+        b.iter(|| black_box(tower_call(black_box(&mut tr))).unwrap_err())
+    });
+    g.finish();
+}
+
 // ---------------------------------------------------------------- the whole guarded call
 
 #[bulkhead(name = "bench")]
 #[circuit_breaker(name = "bench")]
 #[inline(never)]
 async fn guarded(x: u32) -> Result<u32, CallError> {
+    Ok(black_box(x) + 1)
+}
+
+/// `guarded` with a third gate: `ours_three_gates`.
+#[bulkhead(name = "bench-three")]
+#[rate_limiter(name = "bench-three")]
+#[circuit_breaker(name = "bench-three")]
+#[inline(never)]
+async fn guarded_three(x: u32) -> Result<u32, CallError> {
     Ok(black_box(x) + 1)
 }
 
@@ -324,10 +508,22 @@ fn guarded_call(c: &mut Criterion) {
     // The equal policy of `semaphore+recloser`: no slow-call rule.
     configure_global("bench", false);
     configure_global("bench-slow-rule", true);
+    // `bench`'s policy and a rate limiter of 10⁹ per second (nothing refused).
+    configure_global("bench-three", false);
+    Registry::global()
+        .configure_rate_limiter(
+            "bench-three",
+            rate_limiter_config(RATE_PER_SECOND, Duration::from_secs(1)),
+        )
+        .expect("rate limiter");
     let mut g = c.benchmark_group("guarded_call");
     g.bench_function("bare", |b| b.iter(|| poll_now(bare(black_box(1))).unwrap()));
     g.bench_function("ours_macro", |b| {
         b.iter(|| poll_now(guarded(black_box(1))).unwrap())
+    });
+    // The same with `#[rate_limiter]` between the two: the third gate's cost.
+    g.bench_function("ours_three_gates", |b| {
+        b.iter(|| poll_now(guarded_three(black_box(1))).unwrap())
     });
     // The default 60 s slow-call rule: each call timed (the coarse clock on Linux).
     g.bench_function("ours_macro_default_slow_rule", |b| {
@@ -493,6 +689,31 @@ fn scaling_window(c: &mut Criterion) {
     g.finish();
 }
 
+/// `rate_limiter_permit/ours` across limit sizes and refresh periods. A limit is only measured
+/// on its fast path if no call is refused, so each case keeps the rate at or below our highest
+/// (10⁹ per second): the limit sizes at that rate (10 per 10 ns, 10 000 per 10 µs, 10⁷ per
+/// 10 ms; with 10 per 10 ns a call of more than 10 ns finds a new cycle every time), the
+/// periods with a limit that a few seconds of calls never use up (10⁶ per 1 ms, 10⁹ per 1 s,
+/// `u32::MAX` per hour). The periods below 100 times the coarse clock's resolution read the
+/// precise clock.
+fn scaling_rate_limiter(c: &mut Criterion) {
+    let mut g = c.benchmark_group("scaling_rate_limiter");
+    for (id, limit, period) in [
+        ("ours_limit_10", 10, Duration::from_nanos(10)),
+        ("ours_limit_10000", 10_000, Duration::from_micros(10)),
+        ("ours_limit_10000000", 10_000_000, Duration::from_millis(10)),
+        ("ours_period_1ms", 1_000_000, Duration::from_millis(1)),
+        ("ours_period_1s", RATE_PER_SECOND, Duration::from_secs(1)),
+        ("ours_period_1h", u32::MAX, Duration::from_secs(3600)),
+    ] {
+        let rl = RateLimiter::new(id, rate_limiter_config(limit, period));
+        g.bench_function(id, |b| {
+            b.iter(|| black_box(&rl).try_acquire().expect("below the rate"))
+        });
+    }
+    g.finish();
+}
+
 /// Runs last: it leaves 100 000 instances in the global registry.
 fn scaling_registry(c: &mut Criterion) {
     configure_global("scale", false);
@@ -592,7 +813,9 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = components, breaker_closed, breaker_closed_2threads, bulkhead_admission, guarded_call,
-        open_rejection, bulkhead_fairness, scaling_window, scaling_registry
+    targets = components, breaker_closed, breaker_closed_2threads, bulkhead_admission,
+        rate_limiter_permit, rate_limiter_permit_2threads, guarded_call, open_rejection,
+        rate_limiter_refusal, bulkhead_fairness, scaling_window, scaling_rate_limiter,
+        scaling_registry
 }
 criterion_main!(benches);
