@@ -5,7 +5,9 @@
 //! directory is the first argument, else `$CARGO_TARGET_DIR`, else `target`. A case whose name
 //! starts with `ours` is this project; in a group with one such case every other case gets the
 //! ratio ours / it; in a group of only our cases (scaling) the spread max / min is printed. The
-//! `components` group sizes the parts of a call and gets no ratio.
+//! `components` group sizes the parts of a call and gets no ratio. In `guarded_call` the
+//! reference is `ours_macro`, and `ours_three_gates` is also printed as a difference with it
+//! (the third gate's cost).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -19,10 +21,14 @@ const ORDER: &[&str] = &[
     "breaker_closed",
     "breaker_closed_2threads",
     "bulkhead_admission",
+    "rate_limiter_permit",
+    "rate_limiter_permit_2threads",
     "guarded_call",
     "open_rejection",
+    "rate_limiter_refusal",
     "bulkhead_2threads_1permit",
     "scaling_window",
+    "scaling_rate_limiter",
     "scaling_registry",
 ];
 
@@ -170,6 +176,18 @@ fn main() {
                     "| {group} | {} over bare | {} | |",
                     r.name,
                     fmt_ns(r.median_ns - bare.median_ns)
+                );
+            }
+            // The third gate (the rate limiter) by difference with the two-gate call.
+            if let (Some(three), Some(r)) = (
+                cases.iter().find(|c| c.name == "ours_three_gates"),
+                reference,
+            ) {
+                println!(
+                    "| {group} | {} over {} | {} | |",
+                    three.name,
+                    r.name,
+                    fmt_ns(three.median_ns - r.median_ns)
                 );
             }
         }
