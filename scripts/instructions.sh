@@ -9,8 +9,9 @@
 # `valgrind --tool=callgrind` twice, with N = 0 and N = 100000 calls (setup, and 1 000 warm-up
 # calls, are the same in both), and prints (total(N) - total(0)) / N per case, for a case that
 # guards a call the same less `bare`'s (the loop and the unguarded call), and the ratio to the
-# case's peer (below 1.00: ours runs fewer instructions). A ratio needs the peer among the cases
-# run; "over bare" needs `bare`.
+# case's peer (below 1.00: ours runs fewer instructions); for a case that extends another (the
+# three-gate call the two-gate one), the increment over it. A ratio needs the peer among the
+# cases run, an increment the case it extends; "over bare" needs `bare`.
 #
 # What it counts: user-space instructions, nothing else: not the kernel's work in a syscall, nor
 # cache misses, the latency of locked instructions or contention. An instruction count is not a
@@ -28,29 +29,35 @@ if ! command -v valgrind >/dev/null 2>&1; then
     exit 1
 fi
 
-# The cases in table order, each with its peer ("-": none) and whether it guards a call (then
-# "over bare" is printed: the case less `bare`, the loop and the unguarded call).
+# The cases in table order, each with its peer ("-": none), whether it guards a call (then
+# "over bare" is printed: the case less `bare`, the loop and the unguarded call), and the case
+# it extends ("-": none; then "increment" is printed: the case less that one, e.g. what a third
+# gate adds to two).
 cases=(
-    bare - no
-    breaker_direct recloser no
-    recloser - no
-    breaker_plan recloser yes
-    two_gates_plan semaphore_recloser yes
-    two_gates_macro_sync semaphore_recloser yes
-    two_gates_macro_async semaphore_recloser yes
-    semaphore_recloser - yes
-    tokio_semaphore - no
-    bulkhead tokio_semaphore no
-    open_rejection_ours open_rejection_recloser no
-    open_rejection_plan open_rejection_recloser no
-    open_rejection_recloser - no
+    bare - no -
+    breaker_direct recloser no -
+    recloser - no -
+    breaker_plan recloser yes -
+    two_gates_plan semaphore_recloser yes -
+    two_gates_macro_sync semaphore_recloser yes -
+    two_gates_macro_async semaphore_recloser yes -
+    three_gates_macro_async semaphore_recloser yes two_gates_macro_async
+    semaphore_recloser - yes -
+    tokio_semaphore - no -
+    bulkhead tokio_semaphore no -
+    open_rejection_ours open_rejection_recloser no -
+    open_rejection_plan open_rejection_recloser no -
+    open_rejection_recloser - no -
+    rate_limiter_ours rate_limiter_governor no -
+    rate_limiter_governor - no -
 )
-declare -A peer_of=() guards_call=()
+declare -A peer_of=() guards_call=() extends=()
 order=()
-for ((i = 0; i < ${#cases[@]}; i += 3)); do
+for ((i = 0; i < ${#cases[@]}; i += 4)); do
     order+=("${cases[i]}")
     peer_of[${cases[i]}]=${cases[i + 1]}
     guards_call[${cases[i]}]=${cases[i + 2]}
+    extends[${cases[i]}]=${cases[i + 3]}
 done
 
 selected=("${order[@]}")
@@ -127,8 +134,8 @@ if [[ -n $(git status --porcelain -- resilience-runtime resilience-macros benche
 fi
 echo "instructions per call (callgrind, $n calls less 0), $(date +%F), commit $commit"
 echo
-echo "| case | instructions per call | over bare | ours / peer |"
-echo "|---|---:|---:|---:|"
+echo "| case | instructions per call | over bare | ours / peer | increment |"
+echo "|---|---:|---:|---:|---:|"
 for case in "${selected[@]}"; do
     diff=${per_call[$case]}
     over=""
@@ -144,5 +151,15 @@ for case in "${selected[@]}"; do
             ratio="($peer not run)"
         fi
     fi
-    echo "| $case | $(tenths "$diff") | $over | $ratio |"
+    increment=""
+    base_case=${extends[$case]}
+    if [[ $base_case != - ]]; then
+        if [[ -n ${per_call[$base_case]+x} ]]; then
+            step=$((diff - per_call[$base_case]))
+            increment="$( ((step >= 0)) && printf +)$(tenths "$step") (over $base_case)"
+        else
+            increment="($base_case not run)"
+        fi
+    fi
+    echo "| $case | $(tenths "$diff") | $over | $ratio | $increment |"
 done

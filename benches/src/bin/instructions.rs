@@ -4,17 +4,19 @@
 //!
 //! The policies are those of the criterion cases in `benches/peers.rs` (count window of 100,
 //! minimum 100 calls, 50 %, slow-call rule off for the equal policy; bulkhead of 25 permits,
-//! no wait). Setup is the same whatever `N` is, and ends with `WARM_UP` calls of the case, so
+//! no wait; rate limiter of 10⁹ permissions per second, no wait, so none is refused). Setup is the same whatever `N` is, and ends with `WARM_UP` calls of the case, so
 //! that lazy initialisation (the macro's plan look-up, thread-locals) and the filling of the
 //! count windows fall outside the difference: what is left is the steady call.
 
 use std::hint::black_box;
+use std::num::NonZeroU32;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use resilience_runtime::{
-    bulkhead, circuit_breaker, Bulkhead, BulkheadConfig, CircuitBreaker, CircuitBreakerConfig,
-    CircuitBreakerConfigBuilder, Guard, Plan, Registry, SlidingWindow,
+    bulkhead, circuit_breaker, rate_limiter, Bulkhead, BulkheadConfig, CircuitBreaker,
+    CircuitBreakerConfig, CircuitBreakerConfigBuilder, Guard, Plan, RateLimiter, RateLimiterConfig,
+    Registry, SlidingWindow,
 };
 
 #[path = "../../benches/common/mod.rs"]
@@ -30,12 +32,15 @@ const CASES: &[&str] = &[
     "two_gates_plan",
     "two_gates_macro_sync",
     "two_gates_macro_async",
+    "three_gates_macro_async",
     "semaphore_recloser",
     "tokio_semaphore",
     "bulkhead",
     "open_rejection_ours",
     "open_rejection_plan",
     "open_rejection_recloser",
+    "rate_limiter_ours",
+    "rate_limiter_governor",
 ];
 
 /// Calls of the case made during setup: more than a count window (100), so that every window
@@ -44,6 +49,8 @@ const WARM_UP: u64 = 1_000;
 
 /// The global registry's instances of the two-gate cases (plan and macros).
 const GATES: &str = "instructions";
+/// The global registry's instances of the three-gate case.
+const THREE: &str = "instructions-three";
 /// The breaker of `breaker_plan`, alone in its plan.
 const BREAKER: &str = "instructions-breaker";
 /// The open breaker of `open_rejection_plan`.
@@ -61,6 +68,28 @@ fn guarded_sync(x: u32) -> Result<u32, CallError> {
 #[inline(never)]
 async fn guarded_async(x: u32) -> Result<u32, CallError> {
     Ok(black_box(x) + 1)
+}
+
+/// `guarded_async` with a rate limiter between its bulkhead and its breaker.
+#[bulkhead(name = "instructions-three")]
+#[rate_limiter(name = "instructions-three")]
+#[circuit_breaker(name = "instructions-three")]
+#[inline(never)]
+async fn guarded_three(x: u32) -> Result<u32, CallError> {
+    Ok(black_box(x) + 1)
+}
+
+/// Our highest rate (one permission per nanosecond): none refused, as in peers.rs.
+const RATE_PER_SECOND: u32 = 1_000_000_000;
+
+/// 10⁹ per second, refusing at once: peers.rs's `rate_limiter_permit` policy.
+fn rate_limiter_config() -> RateLimiterConfig {
+    RateLimiterConfig::builder()
+        .limit_for_period(RATE_PER_SECOND)
+        .limit_refresh_period(Duration::from_secs(1))
+        .timeout_duration(Duration::ZERO)
+        .build()
+        .expect("valid rate limiter config")
 }
 
 /// Count window of 100, 50 %, at least 100 calls, 3 600 s open; the default 60 s slow-call rule.
@@ -131,6 +160,17 @@ fn configure_gates() {
     r.configure_bulkhead(GATES, bulkhead_config())
         .expect("bulkhead");
     r.configure_circuit_breaker(GATES, breaker_config_equal())
+        .expect("breaker");
+}
+
+/// The three-gate instances: `configure_gates`'s bulkhead and breaker, and the rate limiter.
+fn configure_three_gates() {
+    let r = Registry::global();
+    r.configure_bulkhead(THREE, bulkhead_config())
+        .expect("bulkhead");
+    r.configure_rate_limiter(THREE, rate_limiter_config())
+        .expect("rate limiter");
+    r.configure_circuit_breaker(THREE, breaker_config_equal())
         .expect("breaker");
 }
 
@@ -208,6 +248,12 @@ fn main() -> ExitCode {
                 black_box(poll_now(guarded_async(black_box(1)))).unwrap();
             })
         }
+        "three_gates_macro_async" => {
+            configure_three_gates();
+            run(n, || {
+                black_box(poll_now(guarded_three(black_box(1)))).unwrap();
+            })
+        }
         "semaphore_recloser" => {
             let sem = tokio::sync::Semaphore::new(25);
             let rc = recloser_closed();
@@ -256,6 +302,20 @@ fn main() -> ExitCode {
             let rc = recloser_open();
             run(n, || {
                 black_box(black_box(&rc).call(|| Ok::<u32, ()>(black_box(1)))).unwrap_err();
+            })
+        }
+        "rate_limiter_ours" => {
+            let rl = RateLimiter::new("instructions", rate_limiter_config());
+            run(n, || {
+                black_box(&rl).try_acquire().expect("below the rate");
+            })
+        }
+        "rate_limiter_governor" => {
+            let gov = governor::RateLimiter::direct(governor::Quota::per_second(
+                NonZeroU32::new(RATE_PER_SECOND).expect("non-zero"),
+            ));
+            run(n, || {
+                black_box(black_box(&gov).check()).expect("below the rate");
             })
         }
         _ => unreachable!("checked against CASES"),
