@@ -175,7 +175,8 @@ fn configure_three_gates() {
 }
 
 /// `WARM_UP` calls, then `n` calls: each case is its own closure type, so that the call is
-/// inlined into this loop.
+/// inlined into this loop. `scripts/instructions.sh` collects only what runs in here (setup is
+/// not always the same instructions twice: governor's clock calibrates itself).
 #[inline(never)]
 fn run(n: u64, mut call: impl FnMut()) {
     for _ in 0..WARM_UP {
