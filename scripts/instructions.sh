@@ -19,9 +19,9 @@
 # instructions would count; valgrind does not give the program the vDSO, so under callgrind each
 # read is a real syscall and counts only as glibc's wrapper (about 10 instructions). The open
 # rejections read the clock once per call (ours and recloser's alike); the closed-path cases
-# measured here read none. The rate limiter cases read it once per call: ours the coarse clock,
-# governor's quanta clock the TSC natively, but `clock_gettime` under valgrind (quanta finds no
-# invariant TSC in valgrind's CPUID and falls back).
+# measured here read none. The rate limiter cases read a clock once per call: ours the coarse
+# clock (`clock_gettime`, so only its wrapper counts), governor the TSC through quanta (`rdtsc`
+# in user space: every instruction of it counts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
