@@ -256,6 +256,14 @@ impl Timeline {
                             self.skipped.fetch_sub(skip, Ordering::Relaxed);
                         }
                         next = actual;
+                        if next >= cycle_end {
+                            // Another caller took the rest of this cycle, or one that read the
+                            // clock later moved `next` into a later cycle: judged by this
+                            // reading, that caller's cycle would look exhausted and this call
+                            // would be refused below the rate. Read the clock again (only on
+                            // this contended path).
+                            now = clock.read(params.reading);
+                        }
                     }
                 }
             } else {
@@ -284,6 +292,8 @@ impl Timeline {
                             Err(actual) => {
                                 self.reserved.fetch_sub(1, Ordering::Relaxed);
                                 next = actual;
+                                // As above: a later cycle may have begun meanwhile.
+                                now = clock.read(params.reading);
                             }
                         }
                     }
