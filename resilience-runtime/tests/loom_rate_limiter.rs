@@ -229,7 +229,11 @@ impl Race {
         match outcome {
             Outcome::Granted => Judge::Either,
             Outcome::Reserved => {
-                assert_ne!(self.reserver, Judge::Either, "a call reserved with no timeout");
+                assert_ne!(
+                    self.reserver,
+                    Judge::Either,
+                    "a call reserved with no timeout"
+                );
                 self.reserver
             }
             Outcome::Refused(retry) if self.old_retries.contains(&retry) => Judge::Old,
@@ -465,7 +469,6 @@ fn two_reconfigurations_racing_leave_one_configuration_whole() {
         assert_eq!(metrics.number_of_waiting_threads(), 0);
     });
 }
-
 
 /// A waiter that reserved the old configuration's next cycle gives up and the limiter is then
 /// reconfigured (one thread, in that order), while a caller that may have decided on the old
