@@ -52,13 +52,19 @@ pub(crate) trait Gate {
 }
 
 /// What a gate's permit does when the call ends. Both consume the permit, whose drop then
-/// releases it.
-pub(crate) trait Permit {
+/// releases it; by default they record nothing (only the breaker's permit records).
+pub(crate) trait Permit: Sized {
     /// The call ran to completion with `outcome`.
-    fn complete(self, outcome: CallOutcome);
+    #[inline]
+    fn complete(self, outcome: CallOutcome) {
+        let _ = outcome;
+    }
 
     /// A gate further in refused the call with `rejection`.
-    fn rejected(self, rejection: &Rejected);
+    #[inline]
+    fn rejected(self, rejection: &Rejected) {
+        let _ = rejection;
+    }
 
     /// The process-wide id of the gate instance.
     fn instance_id(&self) -> u64;
@@ -104,12 +110,6 @@ impl Gate for Bulkhead {
 }
 
 impl Permit for BulkheadPermit<'_> {
-    #[inline]
-    fn complete(self, _: CallOutcome) {}
-
-    #[inline]
-    fn rejected(self, _: &Rejected) {}
-
     #[inline]
     fn instance_id(&self) -> u64 {
         BulkheadPermit::instance_id(self)
@@ -157,12 +157,6 @@ impl Gate for RateLimiter {
 }
 
 impl Permit for RatePermit<'_> {
-    #[inline]
-    fn complete(self, _: CallOutcome) {}
-
-    #[inline]
-    fn rejected(self, _: &Rejected) {}
-
     #[inline]
     fn instance_id(&self) -> u64 {
         self.0.id()
