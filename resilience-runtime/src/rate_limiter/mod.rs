@@ -322,19 +322,27 @@ impl RateLimiter {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn acquire_blocking(&self) -> Result<(), Rejected> {
+        if let Some(mut waiter) = self.reserve()? {
+            let reservation = waiter.reservation();
+            self.clock
+                .sleep_until_blocking(reservation.reading, reservation.deadline);
+            waiter.proceed();
+        }
+        Ok(())
+    }
+
+    /// The first step of [`acquire`](Self::acquire) and
+    /// [`acquire_blocking`](Self::acquire_blocking), which differ only in how they wait: a
+    /// permission taken now (`None`), one reserved in a later cycle (its waiter, which gives
+    /// it back if dropped before it proceeds), or a refusal.
+    fn reserve(&self) -> Result<Option<Waiter<'_>>, Rejected> {
         match self.timeline.take(&self.clock, Mode::Reserve) {
             Take::Granted => {
                 self.granted(Duration::ZERO);
-                Ok(())
+                Ok(None)
             }
             Take::Refused { retry_after } => Err(self.refuse(retry_after)),
-            Take::Reserved(reservation) => {
-                let mut waiter = Waiter::new(self, reservation);
-                self.clock
-                    .sleep_until_blocking(reservation.reading, reservation.deadline);
-                waiter.proceed();
-                Ok(())
-            }
+            Take::Reserved(reservation) => Ok(Some(Waiter::new(self, reservation))),
             Take::WouldWait => Err(self.refuse(0)),
         }
     }
@@ -371,22 +379,14 @@ impl RateLimiter {
     /// # }
     /// ```
     pub async fn acquire(&self) -> Result<(), Rejected> {
-        match self.timeline.take(&self.clock, Mode::Reserve) {
-            Take::Granted => {
-                self.granted(Duration::ZERO);
-                Ok(())
-            }
-            Take::Refused { retry_after } => Err(self.refuse(retry_after)),
-            Take::Reserved(reservation) => {
-                let mut waiter = Waiter::new(self, reservation);
-                self.clock
-                    .sleep_until(reservation.reading, reservation.deadline)
-                    .await;
-                waiter.proceed();
-                Ok(())
-            }
-            Take::WouldWait => Err(self.refuse(0)),
+        if let Some(mut waiter) = self.reserve()? {
+            let reservation = waiter.reservation();
+            self.clock
+                .sleep_until(reservation.reading, reservation.deadline)
+                .await;
+            waiter.proceed();
         }
+        Ok(())
     }
 
     /// Calls `callback` with every event of this limiter, on the thread that caused it, after
@@ -467,6 +467,11 @@ impl<'a> Waiter<'a> {
             reservation,
             waiting: true,
         }
+    }
+
+    /// What it waits for.
+    fn reservation(&self) -> Reservation {
+        self.reservation
     }
 
     /// Its cycle has started: the caller goes ahead with its permission.
