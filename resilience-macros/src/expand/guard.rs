@@ -191,7 +191,7 @@ pub(super) fn guard_fn(
                 // Bound to a local: the temporaries of a tail expression outlive `#plan`.
                 let #value = match #private::GuardedCall::enter(&mut #call, &#plan) {
                     ::core::result::Result::Ok(()) => #private::GuardedCall::run(
-                        &mut #call,
+                        #call,
                         move || { #hint #(#stmts)* },
                         #classify,
                     ),

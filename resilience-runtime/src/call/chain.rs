@@ -1,86 +1,101 @@
 //! The call chain: the guard instances held by the guarded calls running on this thread, so
 //! that a nested call recognises an instance it re-enters.
+//!
+//! Each running guarded call links one [`Frame`] into this thread's chain for the extent of its
+//! body (a sync call) or of each poll of its future (an async call: linked again at every poll,
+//! so a future handed to another task carries nothing from the task it was created in). The
+//! frame lives on the stack of the function that runs the body, and points at the call's
+//! permits; the thread-local holds only the innermost frame. Linking is two stores and
+//! unlinking one, whatever the number of guards: what every call pays. Walking the frames,
+//! reading the instance ids out of the permits, is left to the rare call that is nested in
+//! another one under a policy that checks.
+//!
+//! Written by hand, in the manner of `scoped-tls` (a thread-local pointer to a value on the
+//! stack, set for the extent of a closure): a crate for it would still have to be told the
+//! parent of each frame and the task, so it would save nothing.
 
-use std::cell::RefCell;
+use std::cell::Cell;
+use std::ptr;
 
 use super::held::Held;
 
-/// One guard instance held by a guarded call running on this thread, and the tokio task the
-/// call runs in (`None` outside any task).
+/// One guarded call running on this thread: its permits, the tokio task it runs in (`None`
+/// outside any task), and the call it is nested in.
 ///
-/// Each thread keeps the instances held by the guarded calls running on it in [`CHAIN`],
-/// innermost last: a sync call's for the extent of its body, an async call's for each poll of
-/// its future (pushed again at every poll, so a future handed to another task carries nothing
-/// from the task it was created in). A nested call recognises only the entries of its own
-/// task: a task that a sync guarded call happens to drive on its thread (a nested `block_on`)
-/// is not on that call's chain.
-#[derive(Clone, Copy)]
-struct Link {
+/// A nested call recognises only the frames of its own task: a task that a sync guarded call
+/// happens to drive on its thread (a nested `block_on`) is not on that call's chain.
+struct Frame {
+    /// The frame of the call around this one on this thread; null for the outermost.
+    parent: *const Frame,
+    /// The permits of the call. Their lifetime is erased: the frame is unlinked before the
+    /// permits can go (see [`on_chain`]), and only the instance ids are read through it.
+    held: *const Held<'static>,
     task: Option<tokio::task::Id>,
-    id: u64,
 }
 
 thread_local! {
-    /// The entries of the guarded calls running on this thread, innermost last (see [`Link`]).
-    static CHAIN: RefCell<Vec<Link>> = const { RefCell::new(Vec::new()) };
+    /// The innermost frame of the guarded calls running on this thread; null when none runs.
+    /// A `const` thread-local of a type without `Drop`: always accessible, no lazy state.
+    static INNERMOST: Cell<*const Frame> = const { Cell::new(ptr::null()) };
+}
+
+/// Runs `body` with the call holding `held` on this thread's chain; unlinks it again on return
+/// and on unwind. Links nothing if `held` holds no permit.
+#[inline(always)]
+pub(super) fn on_chain<R>(held: &Held<'_>, body: impl FnOnce() -> R) -> R {
+    if held.is_empty() {
+        return body();
+    }
+    let parent = INNERMOST.get();
+    let frame = Frame {
+        parent,
+        held: ptr::from_ref(held).cast::<Held<'static>>(),
+        task: tokio::task::try_id(),
+    };
+    // Declared after `frame`, so dropped before it: the frame is unlinked before it goes.
+    let _unlink = Unlink(parent);
+    INNERMOST.set(&frame);
+    body()
+}
+
+/// Restores the chain to the frame it held before a call was linked: on return and on unwind.
+struct Unlink(*const Frame);
+
+impl Drop for Unlink {
+    #[inline(always)]
+    fn drop(&mut self) {
+        INNERMOST.set(self.0);
+    }
 }
 
 /// Whether a guarded call runs on this thread (the current call may be nested in it).
-#[inline]
+#[inline(always)]
 pub(crate) fn chain_is_busy() -> bool {
-    // `try_with`: a call made while this thread's locals are being destroyed has no chain.
-    CHAIN
-        .try_with(|chain| !chain.borrow().is_empty())
-        .unwrap_or(false)
+    !INNERMOST.get().is_null()
 }
 
 /// Whether a guarded call around the current one, in the same task, holds the instance `id`.
+#[allow(unsafe_code)] // reading the frames: see the comment in the loop
 pub(crate) fn chain_holds(id: u64) -> bool {
-    CHAIN
-        .try_with(|chain| {
-            let chain = chain.borrow();
-            if chain.is_empty() {
-                return false;
-            }
-            let task = tokio::task::try_id();
-            chain.iter().any(|link| link.id == id && link.task == task)
-        })
-        .unwrap_or(false)
-}
-
-/// A call's entry on this thread's chain; dropping it takes the entry off again (on return
-/// and on unwind). Kept in a local of the scope that runs the call, so entries come off in
-/// the reverse order they went on.
-pub(super) struct OnChain {
-    /// The chain's length before the push; `None` if nothing was pushed.
-    restore: Option<usize>,
-}
-
-impl OnChain {
-    /// Pushes the guard instances `held` holds; pushes nothing if it holds none.
-    #[inline]
-    pub(super) fn push(held: &Held<'_>) -> OnChain {
-        if held.is_empty() {
-            return OnChain { restore: None };
-        }
-        let task = tokio::task::try_id();
-        let restore = CHAIN.try_with(|chain| {
-            let mut chain = chain.borrow_mut();
-            let len = chain.len();
-            chain.extend(held.instance_ids().map(|id| Link { task, id }));
-            len
-        });
-        OnChain {
-            restore: restore.ok(),
-        }
+    let mut frame = INNERMOST.get();
+    if frame.is_null() {
+        return false;
     }
-}
-
-impl Drop for OnChain {
-    #[inline]
-    fn drop(&mut self) {
-        if let Some(len) = self.restore {
-            let _ = CHAIN.try_with(|chain| chain.borrow_mut().truncate(len));
+    let task = tokio::task::try_id();
+    while !frame.is_null() {
+        // SAFETY: a frame is linked only by `on_chain`, which unlinks it (restoring its parent)
+        // before its stack frame ends, on return and on unwind, and links frames strictly
+        // nested on this thread: every frame reachable from `INNERMOST` is alive, and so are
+        // the permits it points at, which `on_chain` borrows for the frame's whole life.
+        let Frame {
+            parent,
+            held,
+            task: frame_task,
+        } = unsafe { &*frame };
+        if *frame_task == task && unsafe { &**held }.instance_ids().any(|held| held == id) {
+            return true;
         }
+        frame = *parent;
     }
+    false
 }

@@ -23,6 +23,7 @@ enum Mode {
 
 impl Plan {
     /// [`enter`](Plan::enter), writing the permits into `held`.
+    #[inline]
     pub(crate) fn enter_into<'a>(&'a self, held: &mut Held<'a>) -> Result<(), Rejected> {
         let next = self.enter_from(0, held, Mode::Block)?;
         debug_assert!(next.is_none(), "a blocking entry never stops at a gate");
@@ -43,7 +44,7 @@ impl Plan {
     /// returns the index of the first gate that makes the call wait (nothing taken there, the
     /// gates before it held); `None` once every gate admitted the call. On a rejection, `held`
     /// holds nothing.
-    #[inline]
+    #[inline(always)]
     fn enter_from<'a>(
         &'a self,
         from: usize,

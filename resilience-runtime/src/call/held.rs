@@ -128,9 +128,9 @@ impl<'a> Held<'a> {
     }
 
     /// The call completed with `outcome`: each gate records it and is released, innermost
-    /// first.
-    #[inline]
-    pub(crate) fn complete(&mut self, outcome: CallOutcome) {
+    /// first. Leaves every slot empty.
+    #[inline(always)]
+    pub(crate) fn complete_in_place(&mut self, outcome: CallOutcome) {
         self.end(End::Complete(outcome));
     }
 

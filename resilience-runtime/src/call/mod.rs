@@ -13,7 +13,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use chain::OnChain;
+use chain::on_chain;
 
 use crate::error::Rejected;
 use crate::outcome::CallOutcome;
@@ -51,9 +51,11 @@ impl Plan {
         call: impl FnOnce() -> R,
         classify: impl FnOnce(&R) -> CallOutcome,
     ) -> Result<R, Rejected> {
-        let mut guarded = GuardedCall::new();
-        guarded.enter(self)?;
-        Ok(guarded.run(call, classify))
+        let mut held = Held::new();
+        self.enter_into(&mut held)?;
+        let result = run(&mut held, call, classify);
+        std::mem::forget(held);
+        Ok(result)
     }
 
     /// Runs the future `call` through the guards, waiting asynchronously while a bulkhead
@@ -178,15 +180,12 @@ impl<'a> GuardedCall<'a> {
     /// Runs `call` as [`Entered::run`] does.
     #[inline]
     pub fn run<R>(
-        &mut self,
+        mut self,
         call: impl FnOnce() -> R,
         classify: impl FnOnce(&R) -> CallOutcome,
     ) -> R {
-        let result = {
-            let _on_chain = OnChain::push(&self.held);
-            call()
-        };
-        self.held.complete(classify(&result));
+        let result = run(&mut self.held, call, classify);
+        std::mem::forget(self);
         result
     }
 
@@ -220,6 +219,22 @@ impl fmt::Debug for GuardedCall<'_> {
     }
 }
 
+/// Runs `call` holding the permits `held`, records its outcome as `classify` says, and releases
+/// them innermost first, leaving `held` empty: its owner then forgets it, in place (a call that
+/// consumed it would copy it first), so that no drop checks the empty slots again. A panic in
+/// `call`, in `classify` or in a gate's record unwinds through the owner, whose drop of `held`
+/// releases the gates still held, recording nothing.
+#[inline(always)]
+fn run<R>(
+    held: &mut Held<'_>,
+    call: impl FnOnce() -> R,
+    classify: impl FnOnce(&R) -> CallOutcome,
+) -> R {
+    let result = on_chain(held, call);
+    held.complete_in_place(classify(&result));
+    result
+}
+
 /// A call admitted by every guard of its [`Plan`] and not yet run: the permits, held.
 ///
 /// Run the call with [`run`](Entered::run) (sync) or [`run_async`](Entered::run_async); the
@@ -234,8 +249,14 @@ impl<'a> Entered<'a> {
     /// Runs `call` while holding the guards, records its outcome as `classify` says, and
     /// releases the guards innermost first. A panic in `call` releases them (recording
     /// nothing) and resumes.
-    pub fn run<R>(self, call: impl FnOnce() -> R, classify: impl FnOnce(&R) -> CallOutcome) -> R {
-        GuardedCall { held: self.held }.run(call, classify)
+    pub fn run<R>(
+        mut self,
+        call: impl FnOnce() -> R,
+        classify: impl FnOnce(&R) -> CallOutcome,
+    ) -> R {
+        let result = run(&mut self.held, call, classify);
+        std::mem::forget(self);
+        result
     }
 
     /// Runs the future `call` while holding the guards, records its output as `classify`
@@ -277,8 +298,7 @@ pin_project_lite::pin_project! {
         fn drop(this: Pin<&mut Self>) {
             let mut this = this.project();
             if this.call.is_some() {
-                let _on_chain = OnChain::push(this.held.held_ref());
-                this.call.set(None);
+                on_chain(this.held.held_ref(), || this.call.set(None));
             }
         }
     }
@@ -309,11 +329,11 @@ where
             panic!("a guarded call's future was polled after it completed");
         };
         let polled = {
-            let _on_chain = OnChain::push(this.held.held_ref());
             // A panic in the call abandons it: its permits go during the unwind (as an
-            // `async fn`'s locals do), not whenever this future happens to be dropped.
-            let abandon = Abandon(Some(&mut *this.held));
-            let polled = call.poll(cx);
+            // `async fn`'s locals do), not whenever this future happens to be dropped; after
+            // the call is off the chain.
+            let abandon = Abandon(&mut *this.held);
+            let polled = on_chain(abandon.0.held_ref(), || call.poll(cx));
             std::mem::forget(abandon);
             polled
         };
@@ -325,19 +345,17 @@ where
             .classify
             .take()
             .expect("a guarded call's future was polled after it completed");
-        this.held.complete(classify(&result));
+        this.held.complete_in_place(classify(&result));
         Poll::Ready(result)
     }
 }
 
 /// Abandons the call (releases its permits, recording nothing) if dropped: by an unwind.
-struct Abandon<'r, H: HeldBy>(Option<&'r mut H>);
+struct Abandon<'r, H: HeldBy>(&'r mut H);
 
 impl<H: HeldBy> Drop for Abandon<'_, H> {
     fn drop(&mut self) {
-        if let Some(held) = self.0.take() {
-            held.abandon();
-        }
+        self.0.abandon();
     }
 }
 
@@ -345,7 +363,7 @@ impl<H: HeldBy> Drop for Abandon<'_, H> {
 /// [`GuardedCall`]).
 trait HeldBy {
     fn held_ref(&self) -> &Held<'_>;
-    fn complete(&mut self, outcome: CallOutcome);
+    fn complete_in_place(&mut self, outcome: CallOutcome);
     /// Releases every permit, innermost first, recording nothing.
     fn abandon(&mut self);
 }
@@ -356,8 +374,8 @@ impl HeldBy for Held<'_> {
         self
     }
     #[inline]
-    fn complete(&mut self, outcome: CallOutcome) {
-        Held::complete(self, outcome);
+    fn complete_in_place(&mut self, outcome: CallOutcome) {
+        Held::complete_in_place(self, outcome);
     }
     fn abandon(&mut self) {
         Held::abandon(self);
@@ -370,8 +388,8 @@ impl HeldBy for &mut Held<'_> {
         self
     }
     #[inline]
-    fn complete(&mut self, outcome: CallOutcome) {
-        Held::complete(self, outcome);
+    fn complete_in_place(&mut self, outcome: CallOutcome) {
+        Held::complete_in_place(self, outcome);
     }
     fn abandon(&mut self) {
         Held::abandon(self);
