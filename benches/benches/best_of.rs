@@ -32,6 +32,121 @@ fn guarded_sync(x: u32) -> Result<u32, CallError> {
     Ok(black_box(x) + 1)
 }
 
+/// The best round of each case, the cases interleaved round by round: `best!(rounds; "name" =>
+/// call, ...)` returns `[f64; N]`, ns per call. A macro, so that each case stays its own
+/// closure type and every round is a direct, inlinable call.
+macro_rules! best {
+    ($rounds:expr; $($name:literal => $call:expr),+ $(,)?) => {{
+        let mut best = [$({ let _ = $name; f64::MAX }),+];
+        for _ in 0..$rounds {
+            let times = [$(round(|| { $call; })),+];
+            for (best, time) in best.iter_mut().zip(times) {
+                *best = best.min(time);
+            }
+        }
+        best
+    }};
+}
+
+/// The breaker alone and the bulkhead alone, each beside its peer, as the instruction counts of
+/// `scripts/instructions.sh` measure them (same policies, same cases): the cross-check of those
+/// counts in time.
+fn breaker_alone(rounds: usize) {
+    let equal = || {
+        CircuitBreakerConfig::builder()
+            .failure_rate_threshold(50.0)
+            .sliding_window(SlidingWindow::CountBased(100))
+            .minimum_number_of_calls(100)
+            .slow_call_duration_threshold(Duration::MAX)
+            .wait_duration_in_open_state(Duration::from_secs(3600))
+            .build()
+            .expect("valid breaker")
+    };
+    let registry = Registry::global();
+    registry
+        .configure_circuit_breaker("best-of-breaker", equal())
+        .expect("breaker");
+    registry
+        .configure_circuit_breaker("best-of-open", equal())
+        .expect("breaker");
+    registry
+        .circuit_breaker("best-of-open")
+        .transition_to_open_state()
+        .expect("closed to open");
+    let breaker_plan = registry
+        .plan(&[Guard::circuit_breaker("best-of-breaker")])
+        .expect("plan");
+    let open_plan = registry
+        .plan(&[Guard::circuit_breaker("best-of-open")])
+        .expect("plan");
+    let direct = CircuitBreaker::new("best-of-direct", equal());
+    let open_direct = CircuitBreaker::new("best-of-direct-open", equal());
+    open_direct
+        .transition_to_open_state()
+        .expect("closed to open");
+    let closed = recloser::Recloser::custom()
+        .error_rate(0.5)
+        .closed_len(100)
+        .half_open_len(10)
+        .open_wait(Duration::from_secs(3600))
+        .build();
+    let open = recloser::Recloser::custom()
+        .closed_len(1)
+        .open_wait(Duration::from_secs(3600))
+        .build();
+    for _ in 0..2 {
+        let _ = open.call(|| Err::<(), ()>(()));
+    }
+    let semaphore = tokio::sync::Semaphore::new(25);
+    let bulkhead = resilience_runtime::Bulkhead::new(
+        "best-of-alone",
+        BulkheadConfig::builder()
+            .max_concurrent_calls(25)
+            .build()
+            .expect("valid bulkhead"),
+    );
+    let names = [
+        "recloser",
+        "ours_direct",
+        "ours_plan",
+        "open_recloser",
+        "open_ours_direct",
+        "open_ours_plan",
+        "tokio_semaphore",
+        "ours_bulkhead",
+    ];
+    let best = best!(rounds;
+        "recloser" => black_box(black_box(&closed).call(|| Ok::<u32, ()>(black_box(1)))).unwrap(),
+        "ours_direct" => black_box(&direct).try_acquire().expect("closed").record_success(),
+        "ours_plan" => black_box(black_box(&breaker_plan).call(|| Ok::<u32, CallError>(black_box(1) + 1))).unwrap(),
+        "open_recloser" => black_box(black_box(&open).call(|| Ok::<u32, ()>(black_box(1)))).unwrap_err(),
+        "open_ours_direct" => black_box(black_box(&open_direct).try_acquire()).unwrap_err(),
+        "open_ours_plan" => black_box(black_box(&open_plan).call(|| Ok::<u32, CallError>(black_box(1) + 1))).unwrap_err(),
+        "tokio_semaphore" => drop(black_box(black_box(&semaphore).try_acquire().expect("free permit"))),
+        "ours_bulkhead" => drop(black_box(black_box(&bulkhead).try_acquire().expect("free permit"))),
+    );
+    println!(
+        "\nthe breaker alone and the bulkhead alone, best of {rounds} rounds: ns per call, and ours / peer"
+    );
+    // Each case's peer: the recloser call of its state, tokio's semaphore for the bulkhead.
+    let peers = [
+        None,
+        Some(0),
+        Some(0),
+        None,
+        Some(3),
+        Some(3),
+        None,
+        Some(6),
+    ];
+    for ((name, time), peer) in names.iter().zip(&best).zip(peers) {
+        match peer {
+            Some(peer) => println!("{name:20} {time:6.1}   {:.2}x", time / best[peer]),
+            None => println!("{name:20} {time:6.1}"),
+        }
+    }
+}
+
 /// Nanoseconds per call of `call`, over one round of `CALLS` calls.
 fn round(mut call: impl FnMut()) -> f64 {
     const CALLS: u32 = 20_000;
@@ -114,6 +229,8 @@ fn main() {
     for (name, best) in names.iter().zip(&best) {
         println!("{name:20} {best:6.1}   +{:.1}", best - bare);
     }
+
+    breaker_alone(rounds);
 
     // `scaling_window`'s cases: one successful call through a closed breaker with the default
     // 60 s slow-call rule (timed with the coarse clock on Linux), by window size.

@@ -170,6 +170,7 @@ pub(super) fn guard_fn(
                     break #entry #rejected;
                 }
                 let #value = #private::GuardedCall::run_async(&mut #call, #future, #classify).await;
+                #private::GuardedCall::ran(#call);
                 return #finish;
             };
             let #value = #on_rejected;

@@ -205,6 +205,16 @@ impl<'a> GuardedCall<'a> {
     }
 }
 
+impl GuardedCall<'_> {
+    /// Ends a call whose [`run_async`](Self::run_async) completed, which released every
+    /// permit: forgets the empty call, so that its drop does not check the slots again.
+    #[inline(always)]
+    pub fn ran(self) {
+        debug_assert!(self.held.is_empty(), "a call that ran holds no permit");
+        std::mem::forget(self);
+    }
+}
+
 impl Default for GuardedCall<'_> {
     fn default() -> Self {
         GuardedCall::new()
@@ -373,7 +383,7 @@ impl HeldBy for Held<'_> {
     fn held_ref(&self) -> &Held<'_> {
         self
     }
-    #[inline]
+    #[inline(always)]
     fn complete_in_place(&mut self, outcome: CallOutcome) {
         Held::complete_in_place(self, outcome);
     }
@@ -387,7 +397,7 @@ impl HeldBy for &mut Held<'_> {
     fn held_ref(&self) -> &Held<'_> {
         self
     }
-    #[inline]
+    #[inline(always)]
     fn complete_in_place(&mut self, outcome: CallOutcome) {
         Held::complete_in_place(self, outcome);
     }

@@ -459,11 +459,12 @@ impl CircuitBreaker {
         slot: &mut Option<CircuitPermit<'a>>,
     ) -> Result<(), Rejected> {
         let (epoch, state) = unpack(self.shared.packed.load(Ordering::Acquire));
-        *slot = Some(if state == CircuitState::Closed {
+        let permit = if state == CircuitState::Closed {
             self.timed_permit(epoch, PermitKind::Closed)
         } else {
             self.try_acquire_other(epoch, state)?
-        });
+        };
+        crate::gate::fill(slot, permit);
         Ok(())
     }
 
