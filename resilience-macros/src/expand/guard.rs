@@ -192,12 +192,14 @@ pub(super) fn guard_fn(
                 // Bound to a local: the temporaries of a tail expression outlive `#plan`.
                 let #value = match #private::GuardedCall::enter(&mut #call, &#plan) {
                     ::core::result::Result::Ok(()) => #private::GuardedCall::run(
-                        #call,
+                        &mut #call,
                         move || { #hint #(#stmts)* },
                         #classify,
                     ),
                     ::core::result::Result::Err(#rejected) => #on_rejected,
                 };
+                // Ran or refused, the call holds nothing now.
+                #private::GuardedCall::ran(#call);
                 #finish
             }
         }

@@ -122,7 +122,10 @@ impl<'a> Held<'a> {
     /// rejection and is released, innermost first; returns the rejection.
     #[cold]
     pub(crate) fn rejected(&mut self, rejected: Rejected) -> Rejected {
-        self.end(End::Rejected(&rejected));
+        // The first gate refusing (a lone breaker that is open) leaves nothing to release.
+        if !self.is_empty() {
+            self.end(End::Rejected(&rejected));
+        }
         rejected
     }
 

@@ -52,10 +52,11 @@ impl Plan {
         classify: impl FnOnce(&R) -> CallOutcome,
     ) -> Result<R, Rejected> {
         let mut held = Held::new();
-        self.enter_into(&mut held)?;
-        let result = run(&mut held, call, classify);
+        let entered = self.enter_into(&mut held);
+        // Entered and run, or refused: either way `held` holds nothing now (see `run`).
+        let result = entered.map(|()| run(&mut held, call, classify));
         std::mem::forget(held);
-        Ok(result)
+        result
     }
 
     /// Runs the future `call` through the guards, waiting asynchronously while a bulkhead
@@ -180,13 +181,11 @@ impl<'a> GuardedCall<'a> {
     /// Runs `call` as [`Entered::run`] does.
     #[inline]
     pub fn run<R>(
-        mut self,
+        &mut self,
         call: impl FnOnce() -> R,
         classify: impl FnOnce(&R) -> CallOutcome,
     ) -> R {
-        let result = run(&mut self.held, call, classify);
-        std::mem::forget(self);
-        result
+        run(&mut self.held, call, classify)
     }
 
     /// Runs the future `call` as [`Entered::run_async`] does; dropping the returned future
@@ -206,8 +205,10 @@ impl<'a> GuardedCall<'a> {
 }
 
 impl GuardedCall<'_> {
-    /// Ends a call whose [`run_async`](Self::run_async) completed, which released every
-    /// permit: forgets the empty call, so that its drop does not check the slots again.
+    /// Ends a call that holds nothing: one that [`run`](Self::run) or
+    /// [`run_async`](Self::run_async) completed, or that was refused. Forgets the empty call
+    /// in place, so that no drop checks its slots again. (Consuming it in `run` instead would
+    /// move the permits just written narrow, reading them back wide: a store-forwarding stall.)
     #[inline(always)]
     pub fn ran(self) {
         debug_assert!(self.held.is_empty(), "a call that ran holds no permit");
