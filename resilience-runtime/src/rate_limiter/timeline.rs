@@ -54,6 +54,8 @@
 
 use std::fmt;
 
+use crossbeam_utils::CachePadded;
+
 use crate::clock::{Clock, Reading};
 use crate::sync::{AtomicU64, Ordering};
 
@@ -138,8 +140,10 @@ pub(super) struct Reservation {
 }
 
 pub(super) struct Timeline {
-    /// The first position not taken.
-    next: AtomicU64,
+    /// The first position not taken: the one word every take writes. On a cache line of its
+    /// own, so that callers on other cores keep reading the parameters below from their own
+    /// caches while this line moves between the cores that take.
+    next: CachePadded<AtomicU64>,
     /// At least every value `next` held before a give-back lowered it.
     peak: AtomicU64,
     /// The parameters' sequence lock: odd while a reconfiguration writes them.
@@ -180,7 +184,7 @@ impl Timeline {
     /// A timeline whose cycle 0 starts at `t0`.
     pub(super) fn new(params: Params) -> Self {
         Timeline {
-            next: AtomicU64::new(params.base),
+            next: CachePadded::new(AtomicU64::new(params.base)),
             peak: AtomicU64::new(params.base),
             seq: AtomicU64::new(0),
             t0: AtomicU64::new(params.t0),
@@ -228,8 +232,9 @@ impl Timeline {
         }
     }
 
-    /// Takes a permission as `mode` allows.
-    #[inline]
+    /// Takes a permission as `mode` allows. Inlined into its callers: out of line, the call's
+    /// prologue and epilogue were a seventh of a take's instructions.
+    #[inline(always)]
     pub(super) fn take(&self, clock: &Clock, mode: Mode) -> Take {
         // `next` before the parameters: see "Reconfiguration" above.
         let mut next = self.next.load(Ordering::Acquire);
