@@ -24,8 +24,16 @@ impl Plan {
     /// `Ok` counts as a success and every `Err` as a failure; a rejection is returned as
     /// `E::from(rejected)`.
     pub fn call<T, E: From<Rejected>>(&self, call: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
-        self.run(call, CallOutcome::of_result)
-            .unwrap_or_else(|rejected| Err(E::from(rejected)))
+        // As `run`, with the result written once, where the caller wants it: not wrapped in
+        // `run`'s `Result<_, Rejected>` and then moved out of it.
+        let mut held = Held::new();
+        let result = match self.enter_into(&mut held) {
+            Ok(()) => run(&mut held, call, CallOutcome::of_result),
+            Err(rejected) => Err(E::from(rejected)),
+        };
+        // Entered and run, or refused: either way `held` holds nothing now (see `run`).
+        std::mem::forget(held);
+        result
     }
 
     /// Runs `call` through the guards and classifies its result with `classify`; returns the

@@ -313,17 +313,20 @@ impl Shared {
             }
             exceeded.map(|rates| (totals, rates))
         };
-        let elapsed = Duration::from_nanos(elapsed);
-        let event = if failed {
-            Ev::Error(elapsed)
-        } else {
-            Ev::Success(elapsed)
+        // Built only if someone takes it: most records neither trip nor have subscribers.
+        let event = || {
+            let elapsed = Duration::from_nanos(elapsed);
+            if failed {
+                Ev::Error(elapsed)
+            } else {
+                Ev::Success(elapsed)
+            }
         };
         if let Some((totals, rates)) = exceeded {
-            self.trip(epoch, totals, rates, event);
+            self.trip(epoch, totals, rates, event());
         } else if self.subscribers.any() {
             let mut events = EventBuf::new(true);
-            events.push(event);
+            events.push(event());
             events.deliver(&self.subscribers, &self.name);
         }
     }
