@@ -40,12 +40,11 @@ thread_local! {
 }
 
 /// Runs `body` with the call holding `held` on this thread's chain; unlinks it again on return
-/// and on unwind. Links nothing if `held` holds no permit.
+/// and on unwind. A call that holds nothing (its every gate passed through as re-entered) is
+/// linked too: its frame matches no instance, and checking for that on every call would cost
+/// more than the walk a nested call then makes.
 #[inline(always)]
 pub(super) fn on_chain<R>(held: &Held<'_>, body: impl FnOnce() -> R) -> R {
-    if held.is_empty() {
-        return body();
-    }
     let parent = INNERMOST.get();
     let frame = Frame {
         parent,
