@@ -300,3 +300,74 @@ async fn a_call_dropped_while_waiting_gives_back_the_probe_it_took_outside() {
     assert_eq!(next, Ok(()));
     assert_eq!(breaker.state(), resilience_runtime::CircuitState::Closed);
 }
+
+/// A call that completes: its future is dropped while the call still holds its permits, on
+/// its chain, as a cancelled one is. A guarded call made from the future's destructor (a
+/// rollback through the same guarded client) passes through the bulkhead of 1 the call holds.
+#[test]
+fn a_completed_call_s_destructors_still_run_on_its_chain() {
+    struct ReadyThenRollback<F: FnMut()>(F);
+    impl<F: FnMut()> Future for ReadyThenRollback<F> {
+        type Output = Result<(), CallError>;
+        fn poll(self: std::pin::Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+            Poll::Ready(Ok(()))
+        }
+    }
+    impl<F: FnMut()> Drop for ReadyThenRollback<F> {
+        fn drop(&mut self) {
+            (self.0)();
+        }
+    }
+    let registry = registry_with(1);
+    let plan = registry.plan(&BOTH).unwrap();
+    let waker = Waker::from(Arc::new(NoopWake));
+    let seen: Mutex<Option<Result<(), CallError>>> = Mutex::new(None);
+    {
+        let mut call = pin!(plan.call_async(ReadyThenRollback(|| {
+            *seen.lock().unwrap() = Some(plan.call(|| Ok(())));
+        })));
+        let polled = call.as_mut().poll(&mut Context::from_waker(&waker));
+        assert_eq!(polled, Poll::Ready(Ok(())));
+    }
+    assert_eq!(
+        *seen.lock().unwrap(),
+        Some(Ok(())),
+        "the destructor's call re-entered the held bulkhead: it should pass through"
+    );
+    assert_eq!(registry.bulkhead("orders").available_concurrent_calls(), 1);
+}
+
+/// A nested call that panics, caught inside the outer call's body: the chain goes back to the
+/// outer call (not to empty), so a later re-entry in the same body still passes through the
+/// bulkhead of 1 the outer call holds.
+#[test]
+fn a_nested_panic_caught_in_the_body_leaves_the_outer_call_on_the_chain() {
+    let registry = registry_with(1);
+    let plan = registry.plan(&BOTH).unwrap();
+    let outer: Result<Result<(), CallError>, CallError> = plan.call(|| {
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _: Result<(), CallError> = plan.call(|| panic!("boom"));
+        }));
+        assert!(caught.is_err());
+        Ok(plan.call(|| Ok(())))
+    });
+    assert_eq!(
+        outer,
+        Ok(Ok(())),
+        "the re-entry after the caught panic passes through"
+    );
+    assert_eq!(registry.bulkhead("orders").available_concurrent_calls(), 1);
+}
+
+/// Three calls deep, the middle one holding nothing (it passed through every guard): the
+/// innermost still finds the outer call's permits beyond it, and passes through too.
+#[test]
+fn a_call_that_holds_nothing_does_not_hide_the_calls_around_it() {
+    let registry = registry_with(1);
+    let plan = registry.plan(&BOTH).unwrap();
+    let outer: Result<Result<Result<(), CallError>, CallError>, CallError> =
+        plan.call(|| Ok(plan.call(|| Ok(plan.call(|| Ok(()))))));
+    assert_eq!(outer, Ok(Ok(Ok(()))));
+    assert_eq!(registry.bulkhead("orders").metrics().permitted_calls(), 1);
+    assert_eq!(registry.bulkhead("orders").available_concurrent_calls(), 1);
+}

@@ -35,57 +35,95 @@ struct Frame {
 
 thread_local! {
     /// The innermost frame of the guarded calls running on this thread; null when none runs.
-    /// A `const` thread-local of a type without `Drop`: always accessible, no lazy state.
+    /// A `const` thread-local of a type without `Drop`: on targets with native thread-locals,
+    /// always accessible and without lazy state.
     static INNERMOST: Cell<*const Frame> = const { Cell::new(ptr::null()) };
+
+    /// Set once a frame was found out of stack order on this thread (see [`Unlink`]): from then
+    /// on the frames are never read, and re-entry goes unrecognised on this thread.
+    static BROKEN: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The innermost frame; null when none runs, or while this thread's locals are destroyed.
+#[inline(always)]
+fn innermost() -> *const Frame {
+    INNERMOST.try_with(Cell::get).unwrap_or(ptr::null())
 }
 
 /// Runs `body` with the call holding `held` on this thread's chain; unlinks it again on return
 /// and on unwind. A call that holds nothing (its every gate passed through as re-entered) is
 /// linked too: its frame matches no instance, and checking for that on every call would cost
-/// more than the walk a nested call then makes.
+/// more than the walk a nested call then makes. A call made while this thread's locals are
+/// destroyed runs unlinked.
 #[inline(always)]
 pub(super) fn on_chain<R>(held: &Held<'_>, body: impl FnOnce() -> R) -> R {
-    let parent = INNERMOST.get();
+    let parent = innermost();
     let frame = Frame {
         parent,
         held: ptr::from_ref(held).cast::<Held<'static>>(),
         task: tokio::task::try_id(),
     };
+    let this = ptr::from_ref(&frame);
+    if INNERMOST.try_with(|innermost| innermost.set(this)).is_err() {
+        return body();
+    }
     // Declared after `frame`, so dropped before it: the frame is unlinked before it goes.
-    let _unlink = Unlink(parent);
-    INNERMOST.set(&frame);
+    let _unlink = Unlink { this, parent };
     body()
 }
 
-/// Restores the chain to the frame it held before a call was linked: on return and on unwind.
-struct Unlink(*const Frame);
+/// Unlinks a frame on return and on unwind: restores the chain to the frame's parent.
+///
+/// Frames end in stack order, innermost first, so the chain's innermost frame is this one. A
+/// stackful coroutine can break that order (its stack, with a frame linked on it, freed while
+/// a frame linked after it still runs): then the chain may point at freed frames. The unlink
+/// checks for it, one comparison, and if so marks the thread's chain broken, so that no frame
+/// is ever read on this thread again (re-entry then goes unrecognised there: a loss of
+/// strictness, never a read of freed memory).
+struct Unlink {
+    this: *const Frame,
+    parent: *const Frame,
+}
 
 impl Drop for Unlink {
     #[inline(always)]
     fn drop(&mut self) {
-        INNERMOST.set(self.0);
+        let _ = INNERMOST.try_with(|innermost| {
+            if innermost.get() != self.this {
+                break_chain();
+            }
+            innermost.set(self.parent);
+        });
     }
+}
+
+#[cold]
+#[inline(never)]
+fn break_chain() {
+    let _ = BROKEN.try_with(|broken| broken.set(true));
 }
 
 /// Whether a guarded call runs on this thread (the current call may be nested in it).
 #[inline(always)]
 pub(crate) fn chain_is_busy() -> bool {
-    !INNERMOST.get().is_null()
+    !innermost().is_null()
 }
 
 /// Whether a guarded call around the current one, in the same task, holds the instance `id`.
 #[allow(unsafe_code)] // reading the frames: see the comment in the loop
 pub(crate) fn chain_holds(id: u64) -> bool {
-    let mut frame = INNERMOST.get();
-    if frame.is_null() {
+    let mut frame = innermost();
+    if frame.is_null() || BROKEN.try_with(Cell::get).unwrap_or(true) {
         return false;
     }
     let task = tokio::task::try_id();
     while !frame.is_null() {
         // SAFETY: a frame is linked only by `on_chain`, which unlinks it (restoring its parent)
         // before its stack frame ends, on return and on unwind, and links frames strictly
-        // nested on this thread: every frame reachable from `INNERMOST` is alive, and so are
-        // the permits it points at, which `on_chain` borrows for the frame's whole life.
+        // nested on this thread: while frames end in stack order, every frame reachable from
+        // `INNERMOST` is alive, and so are the permits it points at, which `on_chain` borrows
+        // for the frame's whole life. A frame ended out of stack order (a stackful coroutine)
+        // marks the chain broken (see `Unlink`), and a broken chain is not read (above).
         let Frame {
             parent,
             held,
@@ -97,4 +135,40 @@ pub(crate) fn chain_holds(id: u64) -> bool {
         frame = *parent;
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A frame ended out of stack order (what a stackful coroutine freed mid-call would do)
+    /// breaks the thread's chain: it is never read again, so a stale pointer left in it is
+    /// never followed.
+    #[test]
+    fn a_frame_ended_out_of_order_breaks_the_chain_for_good() {
+        std::thread::spawn(|| {
+            let held = Held::new();
+            on_chain(&held, || {
+                assert!(chain_is_busy());
+                assert!(!chain_holds(1));
+                // An unlink whose frame is not the innermost one.
+                let stale = Frame {
+                    parent: ptr::null(),
+                    held: ptr::from_ref(&held).cast::<Held<'static>>(),
+                    task: None,
+                };
+                drop(Unlink {
+                    this: ptr::from_ref(&stale),
+                    parent: ptr::from_ref(&stale),
+                });
+                assert!(
+                    BROKEN.get(),
+                    "an out-of-order unlink marks the chain broken"
+                );
+            });
+            assert!(!chain_holds(1), "a broken chain is never read");
+        })
+        .join()
+        .expect("the thread runs");
+    }
 }
