@@ -9,7 +9,9 @@ use std::time::Duration;
 use super::derived::{AtomicReading, Thresholds};
 use super::events::{Ev, EventBuf};
 use super::permit::{CircuitPermit, PermitKind};
-use super::state::{pack, unpack};
+use super::state::pack;
+#[cfg(not(loom))]
+use super::state::unpack;
 use super::window::{Outcome, Totals, Window};
 use super::{
     CircuitBreakerConfig, CircuitState, Core, Effects, Finish, Recorder, Replacement, Shared,
