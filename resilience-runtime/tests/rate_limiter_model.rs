@@ -188,10 +188,12 @@ fn run(initial: Settings, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     let i = i % futures.len();
                     drop(futures.remove(i));
                     let (_, current) = model.waiters.remove(i);
-                    if current {
-                        // The last permission reserved goes back (waiters are all in later
-                        // cycles: ready ones were polled to completion on the advance).
-                        let (&last, _) = model.used.iter().next_back().expect("reserved");
+                    // The last permission taken goes back (waiters are all in later cycles:
+                    // ready ones were polled to completion on the advance), unless it is of a
+                    // past cycle: earlier give-backs may have moved this waiter's permission
+                    // into a cycle that has gone by since, and the limiter never hands back a
+                    // permission of the past.
+                    if let (true, Some((&last, _))) = (current, model.used.iter().next_back()) {
                         let n = model.used.get_mut(&last).unwrap();
                         *n -= 1;
                         if *n == 0 {
@@ -256,6 +258,33 @@ fn run(initial: Settings, ops: Vec<Op>) -> Result<(), TestCaseError> {
         prop_assert_eq!(metrics.number_of_waiting_threads(), futures.len() as u64);
     }
     Ok(())
+}
+
+/// Found by the property test: three waiters, two give up (the last two permissions taken
+/// go back), time passes the cycles left, and the third gives up with nothing of the present
+/// to give back.
+#[test]
+fn a_waiter_giving_up_after_its_permission_moved_into_the_past_gives_nothing_back() {
+    let settings = |timeout_ms| Settings {
+        limit: 1,
+        period_ms: 1,
+        timeout_ms,
+    };
+    let ops = vec![
+        Op::Reconfigure(settings(7)),
+        Op::TryAcquire,
+        Op::Acquire,
+        Op::Acquire,
+        Op::Acquire,
+        Op::GiveUp(4_265_384_122_708_018_380),
+        Op::GiveUp(1_196_903_516_756_277_770),
+        Op::Advance(2),
+        Op::GiveUp(0),
+        Op::TryAcquire,
+        Op::Advance(5),
+        Op::TryAcquire,
+    ];
+    run(settings(0), ops).unwrap();
 }
 
 proptest! {
