@@ -5,8 +5,9 @@
 //! body (a sync call) or of each poll of its future (an async call: linked again at every poll,
 //! so a future handed to another task carries nothing from the task it was created in). The
 //! frame lives on the stack of the function that runs the body, and points at the call's
-//! permits; the thread-local holds only the innermost frame. Linking is two stores and
-//! unlinking one, whatever the number of guards: what every call pays. Walking the frames,
+//! permits; the thread-local holds only the innermost frame. Linking is two stores, and
+//! unlinking a comparison (that frames end in stack order, see [`Unlink`]) and a store,
+//! whatever the number of guards: what every call pays. Walking the frames,
 //! reading the instance ids out of the permits, is left to the rare call that is nested in
 //! another one under a policy that checks.
 //!
