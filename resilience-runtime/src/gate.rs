@@ -12,6 +12,7 @@ use crate::error::Rejected;
 use crate::name::Name;
 use crate::outcome::CallOutcome;
 use crate::rate_limiter::{Admission, RateLimiter};
+use crate::slot::fill;
 
 /// What [`Gate::try_enter`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,15 +22,6 @@ pub(crate) enum Entry {
     /// No permit now, and the gate makes callers wait for one: nothing was taken or counted;
     /// the caller waits with [`Gate::enter_async`] (or [`Gate::enter_blocking`]).
     MustWait,
-}
-
-/// Writes `permit` into the empty `slot` of a call's permits. A plain assignment would first
-/// check whether the slot held a permit to drop; a plan holds each gate once, so it never
-/// does, and the check is a load and a branch on every call.
-#[inline(always)]
-pub(crate) fn fill<P>(slot: &mut Option<P>, permit: P) {
-    debug_assert!(slot.is_none(), "a plan holds each gate kind once");
-    std::mem::forget(slot.replace(permit));
 }
 
 /// An admission aspect.

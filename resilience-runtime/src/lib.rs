@@ -19,6 +19,7 @@ mod plan;
 mod plan_cache;
 pub mod rate_limiter;
 mod registry;
+mod slot;
 mod subscribers;
 mod sync;
 mod timer;

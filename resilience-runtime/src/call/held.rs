@@ -86,7 +86,7 @@ impl<'a> Held<'a> {
     /// Holds a permit `gate` granted after a wait.
     #[inline]
     pub(crate) fn hold<G: HeldSlot>(&mut self, permit: G::Permit<'a>) {
-        crate::gate::fill(G::slot(self), permit);
+        crate::slot::fill(G::slot(self), permit);
     }
 
     /// Whether no gate is held. (The slots named one by one, by destructuring: a new slot

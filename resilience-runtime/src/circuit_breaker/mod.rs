@@ -464,7 +464,7 @@ impl CircuitBreaker {
         } else {
             self.try_acquire_other(epoch, state)?
         };
-        crate::gate::fill(slot, permit);
+        crate::slot::fill(slot, permit);
         Ok(())
     }
 
