@@ -24,20 +24,12 @@ impl Plan {
     /// `Ok` counts as a success and every `Err` as a failure; a rejection is returned as
     /// `E::from(rejected)`.
     pub fn call<T, E: From<Rejected>>(&self, call: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
-        // As `run`, with the result written once, where the caller wants it: not wrapped in
-        // `run`'s `Result<_, Rejected>` and then moved out of it.
-        let mut held = Held::new();
-        let result = match self.enter_into(&mut held) {
-            Ok(()) => run(&mut held, call, CallOutcome::of_result),
-            Err(rejected) => Err(E::from(rejected)),
-        };
-        // Entered and run, or refused: either way `held` holds nothing now (see `run`).
-        debug_assert!(
-            held.is_empty(),
-            "a call that ran or was refused holds no permit"
-        );
-        std::mem::forget(held);
-        result
+        self.enter_and_run(
+            call,
+            CallOutcome::of_result,
+            |result| result,
+            |rejected| Err(E::from(rejected)),
+        )
     }
 
     /// Runs `call` through the guards and classifies its result with `classify`; returns the
@@ -63,16 +55,33 @@ impl Plan {
         call: impl FnOnce() -> R,
         classify: impl FnOnce(&R) -> CallOutcome,
     ) -> Result<R, Rejected> {
+        self.enter_and_run(call, classify, Ok, Err)
+    }
+
+    /// [`call`](Plan::call) and [`run`](Plan::run): enters the guards and runs `call`, its
+    /// result turned into the output by `ran`, or the rejection by `refused`. Written once,
+    /// where the caller wants it: `call` does not wrap it in `run`'s `Result<_, Rejected>` to
+    /// move it out again.
+    #[inline(always)]
+    fn enter_and_run<R, O>(
+        &self,
+        call: impl FnOnce() -> R,
+        classify: impl FnOnce(&R) -> CallOutcome,
+        ran: impl FnOnce(R) -> O,
+        refused: impl FnOnce(Rejected) -> O,
+    ) -> O {
         let mut held = Held::new();
-        let entered = self.enter_into(&mut held);
+        let output = match self.enter_into(&mut held) {
+            Ok(()) => ran(run(&mut held, call, classify)),
+            Err(rejected) => refused(rejected),
+        };
         // Entered and run, or refused: either way `held` holds nothing now (see `run`).
-        let result = entered.map(|()| run(&mut held, call, classify));
         debug_assert!(
             held.is_empty(),
             "a call that ran or was refused holds no permit"
         );
         std::mem::forget(held);
-        result
+        output
     }
 
     /// Runs the future `call` through the guards, waiting asynchronously while a bulkhead
