@@ -213,7 +213,7 @@ fn main() {
             round(|| drop(poll_now(bare(black_box(1))))),
             round(|| drop(poll_now(guarded(black_box(1))))),
             round(|| drop(guarded_sync(black_box(1)))),
-            round(|| drop(poll_now(plan.call_async(bare(black_box(1)))))),
+            round(|| drop(poll_now(plan.call_async(|| bare(black_box(1)))))),
             round(|| drop(plan.call(|| Ok::<u32, CallError>(black_box(1) + 1)))),
             round(|| {
                 let _permit = semaphore.try_acquire().expect("free permit");

@@ -554,7 +554,7 @@ fn guarded_call(c: &mut Criterion) {
         .plan(&[Guard::bulkhead("bench"), Guard::circuit_breaker("bench")])
         .expect("plan");
     g.bench_function("ours_plan", |b| {
-        b.iter(|| poll_now(plan.call_async(bare(black_box(1)))).unwrap())
+        b.iter(|| poll_now(plan.call_async(|| bare(black_box(1)))).unwrap())
     });
     g.bench_function("ours_plan_sync", |b| {
         b.iter(|| {

@@ -15,8 +15,9 @@ use std::fmt;
 /// | [`CircuitBreaker`](Aspect::CircuitBreaker) | 400 |
 /// | [`TimeLimiter`](Aspect::TimeLimiter) | 500 |
 ///
-/// The bulkhead, the rate limiter and the circuit breaker have an implementation so far;
-/// retry and the time limiter hold their place in the precedence table.
+/// The bulkhead, the rate limiter and the circuit breaker are gates: they admit a call or
+/// refuse it. Retry and the time limiter are wrappers: they wrap the aspects after them and
+/// the call (re-running it, bounding its duration).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Aspect {
@@ -24,11 +25,11 @@ pub enum Aspect {
     Bulkhead,
     /// Admission control by a bounded rate of calls.
     RateLimiter,
-    /// Re-running a failed call (not implemented yet).
+    /// Re-running a failed call.
     Retry,
     /// Short-circuiting calls to a failing dependency.
     CircuitBreaker,
-    /// Bounding the duration of a call (not implemented yet).
+    /// Bounding the duration of an async call.
     TimeLimiter,
 }
 
@@ -61,14 +62,6 @@ impl Aspect {
             Aspect::Retry => "retry",
             Aspect::CircuitBreaker => "circuit_breaker",
             Aspect::TimeLimiter => "time_limiter",
-        }
-    }
-
-    /// Whether this kind has an implementation a call can run through.
-    pub(crate) const fn is_implemented(self) -> bool {
-        match self {
-            Aspect::Bulkhead | Aspect::RateLimiter | Aspect::CircuitBreaker => true,
-            Aspect::Retry | Aspect::TimeLimiter => false,
         }
     }
 

@@ -11,6 +11,7 @@
 //! | [`CallNotPermitted`](Rejected::CallNotPermitted), half-open, every probe taken | `503 Service Unavailable` | [`HALF_OPEN_RETRY_AFTER`] (1 s) |
 //! | [`CallNotPermitted`](Rejected::CallNotPermitted), forced open | `503 Service Unavailable` | [`FORCED_OPEN_RETRY_AFTER`] (30 s) |
 //! | [`RequestNotPermitted`](Rejected::RequestNotPermitted) | `429 Too Many Requests` | the time until the rate limiter's next free permission |
+//! | [`TimedOut`](Rejected::TimedOut) | `504 Gateway Timeout` | none: nothing says when the dependency will be faster |
 //! | [`Reentrant`](Rejected::Reentrant) | `500 Internal Server Error` | none: a retry would be refused again |
 //!
 //! The body is a JSON object (`Content-Type: application/json`) with these keys, always all
@@ -107,6 +108,9 @@ fn parts(rejected: &Rejected) -> (StatusCode, Option<Duration>, &'static str) {
             Some(*retry_after),
             "request_not_permitted",
         ),
+        // 504: the dependency behind this service was too slow; no hint, as nothing says
+        // when it will be faster.
+        Rejected::TimedOut { .. } => (StatusCode::GATEWAY_TIMEOUT, None, "timed_out"),
         Rejected::Reentrant { .. } => (StatusCode::INTERNAL_SERVER_ERROR, None, "reentrant"),
     }
 }
@@ -308,6 +312,18 @@ mod tests {
         assert_eq!(body["error"], "reentrant");
         assert_eq!(body["aspect"], "bulkhead");
         assert_eq!(body["retry_after_seconds"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn a_time_out_is_504_without_retry_after() {
+        let (status, retry_after, body) = respond(Rejected::TimedOut {
+            name: Name::from("inventory"),
+            timeout: Duration::from_secs(1),
+        });
+        assert_eq!(status, StatusCode::GATEWAY_TIMEOUT);
+        assert_eq!(retry_after, None);
+        assert_eq!(body["error"], "timed_out");
+        assert_eq!(body["aspect"], "time_limiter");
     }
 
     #[test]

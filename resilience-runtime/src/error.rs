@@ -8,8 +8,9 @@ use crate::aspect::Aspect;
 use crate::circuit_breaker::state::CircuitState;
 use crate::name::Name;
 
-/// A guard refused to run a call. This is not a failure of the guarded function: the function
-/// was never entered (or, for [`Rejected::Reentrant`], entered a guard it already held).
+/// A guard refused to run a call, or cut it off. This is not a failure of the guarded
+/// function: the function was never entered (or, for [`Rejected::Reentrant`], entered a guard
+/// it already held), except for [`Rejected::TimedOut`], which ends a call that took too long.
 ///
 /// A guarded function returns `Result<T, E>` with `E: From<Rejected>`, so a rejection reaches
 /// the caller as the function's own error type. With the cargo feature `axum`, a `Rejected` is
@@ -60,6 +61,17 @@ pub enum Rejected {
         /// available, as of the refusal.
         retry_after: Duration,
     },
+    /// The time limiter's `timeout_duration` passed before the call completed: its future was
+    /// dropped (which released every guard inside it). Unlike the other rejections this one
+    /// says the dependency was too slow, so a circuit breaker outside the time limiter records
+    /// it as a failure, and a retry outside it retries it.
+    #[non_exhaustive]
+    TimedOut {
+        /// The time limiter instance.
+        name: Name,
+        /// The timeout that passed.
+        timeout: Duration,
+    },
     /// The call re-entered a guard already held on its call chain and the registry's
     /// [`ReentrancyPolicy`](crate::ReentrancyPolicy) is `Reject`.
     #[non_exhaustive]
@@ -78,6 +90,7 @@ impl Rejected {
             Rejected::BulkheadFull { .. } => Aspect::Bulkhead,
             Rejected::CallNotPermitted { .. } => Aspect::CircuitBreaker,
             Rejected::RequestNotPermitted { .. } => Aspect::RateLimiter,
+            Rejected::TimedOut { .. } => Aspect::TimeLimiter,
             Rejected::Reentrant { aspect, .. } => *aspect,
         }
     }
@@ -88,6 +101,7 @@ impl Rejected {
             Rejected::BulkheadFull { name, .. }
             | Rejected::CallNotPermitted { name, .. }
             | Rejected::RequestNotPermitted { name, .. }
+            | Rejected::TimedOut { name, .. }
             | Rejected::Reentrant { name, .. } => name,
         }
     }
@@ -116,6 +130,10 @@ impl fmt::Display for Rejected {
                 f,
                 "rate limiter `{name}` refused the call (a permission is free in {} ms)",
                 retry_after.as_millis()
+            ),
+            Rejected::TimedOut { name, timeout } => write!(
+                f,
+                "time limiter `{name}` cut the call off after {timeout:?}"
             ),
             Rejected::Reentrant { aspect, name } => write!(
                 f,

@@ -19,9 +19,11 @@ mod plan;
 mod plan_cache;
 pub mod rate_limiter;
 mod registry;
+pub mod retry;
 mod slot;
 mod subscribers;
 mod sync;
+pub mod time_limiter;
 mod timer;
 
 pub use aspect::Aspect;
@@ -45,6 +47,10 @@ pub use rate_limiter::{
     RateLimiter, RateLimiterConfig, RateLimiterConfigBuilder, RateLimiterEvent, RateLimiterMetrics,
 };
 pub use registry::Registry;
+pub use retry::{Retry, RetryConfig, RetryConfigBuilder, RetryEvent, RetryMetrics};
+pub use time_limiter::{
+    TimeLimiter, TimeLimiterConfig, TimeLimiterConfigBuilder, TimeLimiterEvent, TimeLimiterMetrics,
+};
 
 /// A process-wide unique id for a guard instance, used to recognise re-entry.
 pub(crate) fn next_instance_id() -> u64 {

@@ -11,6 +11,8 @@ use crate::circuit_breaker::CircuitBreaker;
 use crate::gate::Gate;
 use crate::name::Name;
 use crate::rate_limiter::RateLimiter;
+use crate::retry::Retry;
+use crate::time_limiter::TimeLimiter;
 
 /// One guard of a call: an aspect kind and the name of its instance.
 ///
@@ -43,6 +45,16 @@ impl<'a> Guard<'a> {
         Guard::new(Aspect::RateLimiter, name)
     }
 
+    /// The retry `name`.
+    pub const fn retry(name: &'a str) -> Self {
+        Guard::new(Aspect::Retry, name)
+    }
+
+    /// The time limiter `name`.
+    pub const fn time_limiter(name: &'a str) -> Self {
+        Guard::new(Aspect::TimeLimiter, name)
+    }
+
     /// The circuit breaker `name`.
     pub const fn circuit_breaker(name: &'a str) -> Self {
         Guard::new(Aspect::CircuitBreaker, name)
@@ -69,8 +81,6 @@ impl<'a> Guard<'a> {
 pub(crate) enum GuardListError {
     /// The same aspect kind twice.
     Repeated(Aspect),
-    /// An aspect kind with no implementation yet.
-    Unimplemented(Aspect),
 }
 
 impl GuardListError {
@@ -79,9 +89,6 @@ impl GuardListError {
         let mut i = 0;
         while i < guards.len() {
             let aspect = guards[i].aspect;
-            if !aspect.is_implemented() {
-                return Some(GuardListError::Unimplemented(aspect));
-            }
             let mut j = 0;
             while j < i {
                 if guards[j].aspect as u8 == aspect as u8 {
@@ -102,9 +109,6 @@ impl fmt::Display for GuardListError {
                 f,
                 "{aspect} appears twice; a call takes each aspect once (use one instance name)"
             ),
-            GuardListError::Unimplemented(aspect) => {
-                write!(f, "the {aspect} aspect has no implementation yet")
-            }
         }
     }
 }
@@ -153,6 +157,55 @@ macro_rules! match_step {
     };
 }
 pub(crate) use match_step;
+
+/// A step that wraps the rest of the plan (the steps after it, then the call) instead of
+/// admitting the call: one of the closed set of wrapper kinds.
+#[derive(Clone, Debug)]
+pub(crate) enum Wrapper {
+    /// Runs the rest again after a failure.
+    Retry(Arc<Retry>),
+    /// Bounds the rest's duration (async calls).
+    TimeLimiter(Arc<TimeLimiter>),
+}
+
+impl Wrapper {
+    fn id(&self) -> u64 {
+        match self {
+            Wrapper::Retry(r) => r.id(),
+            Wrapper::TimeLimiter(t) => t.id(),
+        }
+    }
+
+    fn aspect(&self) -> Aspect {
+        match self {
+            Wrapper::Retry(_) => Aspect::Retry,
+            Wrapper::TimeLimiter(_) => Aspect::TimeLimiter,
+        }
+    }
+
+    fn name(&self) -> &Name {
+        match self {
+            Wrapper::Retry(r) => r.name(),
+            Wrapper::TimeLimiter(t) => t.name(),
+        }
+    }
+}
+
+/// Where one guard of a plan sits: the gate `steps[i]`, or the wrapper `wrappers[i]`.
+#[derive(Clone, Copy, Debug)]
+enum Place {
+    Gate(usize),
+    Wrapper(usize),
+}
+
+/// One segment of a plan run as nested segments: gates, then the wrapper (if any) that wraps
+/// the segments after it.
+pub(crate) struct Segment<'p> {
+    /// The gates of the segment, outermost first.
+    pub(crate) gates: std::ops::Range<usize>,
+    /// The wrapper after the gates; `None` in the last segment, whose gates wrap the call.
+    pub(crate) wrapper: Option<&'p Wrapper>,
+}
 
 /// The kinds of gate, one slot of a call's permits each, declared in the order of the default
 /// precedence (outermost first).
@@ -275,9 +328,16 @@ impl Step {
 /// ```
 #[derive(Clone)]
 pub struct Plan {
+    /// The gates, in order.
     steps: Vec<Step>,
     /// The kinds of `steps`, in order.
     order: GateOrder,
+    /// The wrappers, in order, each with the number of gates before it: `(2, retry)` wraps
+    /// `steps[2..]` and the wrappers after it. Empty for most plans, which then run as one
+    /// segment, the gates around the call.
+    wrappers: Vec<(usize, Wrapper)>,
+    /// Every guard in execution order.
+    layout: Vec<Place>,
     generation: u64,
     policy: ReentrancyPolicy,
 }
@@ -287,15 +347,25 @@ impl Plan {
         Plan {
             steps: Vec::with_capacity(3),
             order: GateOrder::EMPTY,
+            wrappers: Vec::new(),
+            layout: Vec::with_capacity(3),
             generation,
             policy,
         }
     }
 
-    /// Adds `step` after the steps already in the plan (the caller sorts them).
+    /// Adds the gate `step` after the guards already in the plan (the caller sorts them).
     pub(crate) fn push(&mut self, step: Step) {
         self.order.push(step.kind());
+        self.layout.push(Place::Gate(self.steps.len()));
         self.steps.push(step);
+    }
+
+    /// Adds the wrapper `wrapper` after the guards already in the plan: it wraps the guards
+    /// pushed after it, then the call.
+    pub(crate) fn push_wrapper(&mut self, wrapper: Wrapper) {
+        self.layout.push(Place::Wrapper(self.wrappers.len()));
+        self.wrappers.push((self.steps.len(), wrapper));
     }
 
     /// The kinds of the steps, in order.
@@ -304,10 +374,40 @@ impl Plan {
         self.order
     }
 
-    /// The steps in execution order (outermost first).
+    /// The gates in execution order (outermost first).
     #[inline]
     pub(crate) fn steps(&self) -> &[Step] {
         &self.steps
+    }
+
+    /// Whether the plan has a wrapper, and so runs as nested segments.
+    #[inline(always)]
+    pub(crate) fn has_wrappers(&self) -> bool {
+        !self.wrappers.is_empty()
+    }
+
+    /// The number of gates before the first wrapper: all of them in a plan without one.
+    #[inline(always)]
+    pub(crate) fn outer_gates(&self) -> usize {
+        match self.wrappers.first() {
+            None => self.steps.len(),
+            Some((gates, _)) => *gates,
+        }
+    }
+
+    /// Segment `index` of the plan run as nested segments (0 is the outermost; there is one
+    /// more segment than there are wrappers).
+    pub(crate) fn segment(&self, index: usize) -> Segment<'_> {
+        let start = match index.checked_sub(1) {
+            None => 0,
+            Some(before) => self.wrappers.get(before).map_or(self.steps.len(), |w| w.0),
+        };
+        let wrapper = self.wrappers.get(index);
+        let end = wrapper.map_or(self.steps.len(), |w| w.0);
+        Segment {
+            gates: start..end,
+            wrapper: wrapper.map(|w| &w.1),
+        }
     }
 
     /// What a guarded call does when it enters an instance its call chain already holds.
@@ -321,20 +421,30 @@ impl Plan {
         self.generation
     }
 
+    /// The process-wide id of every guard, in execution order.
+    fn ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.layout.iter().map(|place| match *place {
+            Place::Gate(i) => self.steps[i].id(),
+            Place::Wrapper(i) => self.wrappers[i].1.id(),
+        })
+    }
+
     /// Whether `other` runs the same instances in the same order under the same policy.
     pub(crate) fn same_as(&self, other: &Plan) -> bool {
         self.policy == other.policy
-            && self.steps.len() == other.steps.len()
-            && self
-                .steps
-                .iter()
-                .zip(&other.steps)
-                .all(|(a, b)| a.id() == b.id())
+            && self.layout.len() == other.layout.len()
+            && self.ids().eq(other.ids())
     }
 
-    /// The guards in execution order (outermost first).
+    /// The guards in execution order (outermost first), gates and wrappers.
     pub fn guards(&self) -> impl ExactSizeIterator<Item = (Aspect, &Name)> + '_ {
-        self.steps.iter().map(|s| (s.aspect(), s.name()))
+        self.layout.iter().map(|place| match *place {
+            Place::Gate(i) => (self.steps[i].aspect(), self.steps[i].name()),
+            Place::Wrapper(i) => {
+                let wrapper = &self.wrappers[i].1;
+                (wrapper.aspect(), wrapper.name())
+            }
+        })
     }
 }
 

@@ -101,16 +101,13 @@ impl PlanCache {
     ///
     /// # Panics
     ///
-    /// If `guards` repeats an aspect kind or names one without an implementation. In a
+    /// If `guards` repeats an aspect kind. In a
     /// `static` (its intended use) this is a compile-time error, not a run-time panic; use
     /// [`Registry::plan`] to check a list built at run time.
     pub const fn new(guards: &'static [Guard<'static>]) -> Self {
         match GuardListError::check(guards) {
             Some(GuardListError::Repeated(_)) => {
                 panic!("a guard list repeats an aspect kind; a call takes each aspect once")
-            }
-            Some(GuardListError::Unimplemented(_)) => {
-                panic!("a guard list names an aspect kind that has no implementation yet")
             }
             None => PlanCache {
                 guards,

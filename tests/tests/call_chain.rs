@@ -44,7 +44,7 @@ async fn a_cancelled_call_s_destructors_still_run_on_its_chain() {
         let (outer, inner, seen) = (plan.clone(), plan.clone(), seen.clone());
         async move {
             outer
-                .call_async(async move {
+                .call_future(async move {
                     // E.g. a transaction guard that rolls back through the same guarded client.
                     let _rollback = OnDrop(move || {
                         let r: Result<(), CallError> = inner.call(|| Ok(()));
@@ -73,11 +73,11 @@ async fn a_cancelled_call_s_destructors_still_run_on_its_chain() {
 async fn sibling_calls_joined_in_one_task_do_not_pass_through_each_other() {
     let registry = registry_with(1);
     let plan = registry.plan(&BOTH).unwrap();
-    let first = plan.call_async(async {
+    let first = plan.call_async(|| async {
         tokio::task::yield_now().await;
         Ok::<(), CallError>(())
     });
-    let second = plan.call_async(async { Ok::<(), CallError>(()) });
+    let second = plan.call_async(|| async { Ok::<(), CallError>(()) });
     let (a, b) = tokio::join!(first, second);
     assert_eq!(a, Ok(()));
     assert!(
@@ -95,12 +95,12 @@ async fn a_local_set_task_driven_inside_a_guarded_call_is_another_chain() {
     let plan = Arc::new(registry.plan(&BOTH).unwrap());
     let inner_plan = plan.clone();
     let outer: Result<Result<(), CallError>, CallError> = plan
-        .call_async(async move {
+        .call_future(async move {
             let local = tokio::task::LocalSet::new();
             Ok(local
                 .run_until(async move {
                     tokio::task::spawn_local(async move {
-                        inner_plan.call_async(async { Ok(()) }).await
+                        inner_plan.call_async(|| async { Ok(()) }).await
                     })
                     .await
                     .unwrap()
@@ -125,7 +125,7 @@ fn a_panic_in_a_poll_leaves_nothing_on_the_chain() {
     let plan = registry.plan(&BOTH).unwrap();
     let waker = Waker::from(Arc::new(NoopWake));
     {
-        let mut call = pin!(plan.call_async(async {
+        let mut call = pin!(plan.call_async(|| async {
             panic!("boom");
             #[allow(unreachable_code)]
             Ok::<(), CallError>(())
@@ -245,7 +245,7 @@ async fn a_call_that_waited_goes_on_to_the_guards_inside() {
     let holder = {
         let plan = plan.clone();
         tokio::spawn(async move {
-            plan.call_async(async move {
+            plan.call_future(async move {
                 released.await.unwrap();
                 Ok::<(), CallError>(())
             })
@@ -257,7 +257,7 @@ async fn a_call_that_waited_goes_on_to_the_guards_inside() {
     }
     let waiter = {
         let plan = plan.clone();
-        tokio::spawn(async move { plan.call_async(async { Ok::<(), CallError>(()) }).await })
+        tokio::spawn(async move { plan.call_async(|| async { Ok::<(), CallError>(()) }).await })
     };
     tokio::task::yield_now().await;
     release.send(()).unwrap();
@@ -289,14 +289,14 @@ async fn a_call_dropped_while_waiting_gives_back_the_probe_it_took_outside() {
     let breaker = registry.circuit_breaker("w");
     breaker.transition_to_open_state().unwrap();
     breaker.transition_to_half_open_state().unwrap();
-    let waiting = plan.call_async(async { Ok::<(), CallError>(()) });
+    let waiting = plan.call_async(|| async { Ok::<(), CallError>(()) });
     assert!(tokio::time::timeout(Duration::from_millis(20), waiting)
         .await
         .is_err());
     drop(entered);
     assert_eq!(registry.bulkhead("w").available_concurrent_calls(), 1);
     // The probe was given back: the next call may probe, and closes the breaker.
-    let next: Result<(), CallError> = plan.call_async(async { Ok(()) }).await;
+    let next: Result<(), CallError> = plan.call_async(|| async { Ok(()) }).await;
     assert_eq!(next, Ok(()));
     assert_eq!(breaker.state(), resilience_runtime::CircuitState::Closed);
 }
@@ -323,9 +323,10 @@ fn a_completed_call_s_destructors_still_run_on_its_chain() {
     let waker = Waker::from(Arc::new(NoopWake));
     let seen: Mutex<Option<Result<(), CallError>>> = Mutex::new(None);
     {
-        let mut call = pin!(plan.call_async(ReadyThenRollback(|| {
+        let mut future = Some(ReadyThenRollback(|| {
             *seen.lock().unwrap() = Some(plan.call(|| Ok(())));
-        })));
+        }));
+        let mut call = pin!(plan.call_async(|| future.take().expect("the plan makes one attempt")));
         let polled = call.as_mut().poll(&mut Context::from_waker(&waker));
         assert_eq!(polled, Poll::Ready(Ok(())));
     }

@@ -96,7 +96,7 @@ fn the_success_path_of_a_guarded_call_does_not_allocate() {
     // Warm up: thread-locals and lazily built statics allocate once.
     for _ in 0..3 {
         let _: Result<u32, CallError> = plan.call(|| Ok(1));
-        let _: Result<u32, CallError> = poll_ready(plan.call_async(async { Ok(1) }), &waker);
+        let _: Result<u32, CallError> = poll_ready(plan.call_async(|| async { Ok(1) }), &waker);
         let _ = annotated(1);
         let _ = poll_ready(annotated_async(1), &waker);
         let _ = poll_ready(three_gates(1), &waker);
@@ -110,7 +110,7 @@ fn the_success_path_of_a_guarded_call_does_not_allocate() {
         let not_found: Result<u32, CallError> = plan.call(|| Err(CallError::Downstream("404")));
         assert!(not_found.is_err());
         let async_: Result<u32, CallError> =
-            poll_ready(plan.call_async(async move { Ok(i) }), &waker);
+            poll_ready(plan.call_async(|| async move { Ok(i) }), &waker);
         assert_eq!(async_, Ok(i));
         assert_eq!(annotated(i), Ok(i));
         assert_eq!(poll_ready(annotated_async(i), &waker), Ok(i));
@@ -127,5 +127,44 @@ fn the_success_path_of_a_guarded_call_does_not_allocate() {
             .number_of_buffered_calls(),
         100,
         "the default count window is full"
+    );
+}
+
+#[test]
+fn a_call_through_wrappers_that_succeeds_at_once_does_not_allocate() {
+    let registry = Registry::new();
+    // All five aspects: the retry succeeds at its first attempt and the time limiter's call
+    // completes at its first poll, so neither reads a clock nor starts a timer.
+    let plan = registry
+        .plan(&[
+            Guard::bulkhead("w"),
+            Guard::rate_limiter("w"),
+            Guard::retry("w"),
+            Guard::circuit_breaker("w"),
+            Guard::time_limiter("w"),
+        ])
+        .unwrap();
+    let waker = Waker::from(Arc::new(NoopWake));
+    for _ in 0..3 {
+        let _: Result<u32, CallError> = plan.call(|| Ok(1));
+        let _: Result<u32, CallError> = poll_ready(plan.call_async(|| async { Ok(1) }), &waker);
+    }
+
+    COUNTED.with(|counted| counted.set(true));
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    for i in 0..1000u32 {
+        let sync: Result<u32, CallError> = plan.call(|| Ok(i));
+        assert_eq!(sync, Ok(i));
+        let async_: Result<u32, CallError> =
+            poll_ready(plan.call_async(|| async move { Ok(i) }), &waker);
+        assert_eq!(async_, Ok(i));
+    }
+    let allocated = ALLOCATIONS.load(Ordering::Relaxed) - before;
+    COUNTED.with(|counted| counted.set(false));
+    assert_eq!(allocated, 0, "allocations in 2000 calls through wrappers");
+    let retried = registry.retry("w").metrics();
+    assert_eq!(
+        retried.number_of_successful_calls_without_retry_attempt(),
+        2006
     );
 }

@@ -114,7 +114,7 @@ async fn async_worker(plan: Arc<Plan>, tally: Arc<Tally>, seed: u64, calls: usiz
         let plan = plan.clone();
         // Each call in a task of its own, so a panic inside it ends that task only.
         let call = tokio::spawn(async move {
-            let call = plan.call_async(async move {
+            let call = plan.call_future(async move {
                 tokio::task::yield_now().await;
                 match action {
                     0..=5 => Ok(()),

@@ -156,7 +156,7 @@ fn a_panic_releases_every_guard_records_nothing_and_resumes() {
 async fn a_future_dropped_mid_call_releases_every_guard_and_records_nothing() {
     let registry = registry_with(1, false);
     let plan = registry.plan(&BOTH_ORDERS[1]).unwrap();
-    let call = plan.call_async(async {
+    let call = plan.call_async(|| async {
         tokio::time::sleep(Duration::from_secs(3600)).await;
         Ok::<(), CallError>(())
     });
@@ -188,12 +188,12 @@ async fn a_dropped_half_open_probe_is_given_back() {
     breaker.transition_to_open_state().unwrap();
     breaker.transition_to_half_open_state().unwrap();
     let plan = registry.plan(&[Guard::circuit_breaker("probe")]).unwrap();
-    let probe = plan.call_async(std::future::pending::<Result<(), CallError>>());
+    let probe = plan.call_async(std::future::pending::<Result<(), CallError>>);
     assert!(tokio::time::timeout(Duration::from_millis(5), probe)
         .await
         .is_err());
     // The probe never completed: the next call may probe.
-    let next: Result<(), CallError> = plan.call_async(async { Ok(()) }).await;
+    let next: Result<(), CallError> = plan.call_async(|| async { Ok(()) }).await;
     assert_eq!(next, Ok(()));
     assert_eq!(breaker.state(), CircuitState::Closed);
 }
@@ -208,7 +208,7 @@ async fn async_overload_is_shed_by_the_bulkhead_before_the_breaker_whatever_the_
         for _ in 0..30 {
             let (plan, gate) = (plan.clone(), gate.clone());
             tasks.push(tokio::spawn(async move {
-                plan.call_async(async move {
+                plan.call_future(async move {
                     gate.notified().await;
                     Ok::<(), CallError>(())
                 })
@@ -272,9 +272,10 @@ async fn an_async_call_re_entering_its_bulkhead_passes_through_and_counts_once()
     let registry = registry_with(1, false);
     let plan = registry.plan(&BOTH_ORDERS[1]).unwrap();
     let outer: Result<(), CallError> = plan
-        .call_async(async {
+        .call_async(|| async {
             tokio::task::yield_now().await;
-            plan.call_async(async { Ok::<(), CallError>(()) }).await?;
+            plan.call_async(|| async { Ok::<(), CallError>(()) })
+                .await?;
             // A sync guarded call inside the async one is on the same chain too.
             plan.call(|| Ok(()))
         })
@@ -296,11 +297,11 @@ async fn another_task_is_another_chain() {
     let plan = Arc::new(registry.plan(&BOTH_ORDERS[0]).unwrap());
     let inner_plan = plan.clone();
     let outer: Result<Result<(), CallError>, CallError> = plan
-        .call_async(async move {
+        .call_future(async move {
             // A spawned task does not inherit the chain: the bulkhead of 1 is held, so it is
             // rejected rather than passed through.
             Ok(
-                tokio::spawn(async move { inner_plan.call_async(async { Ok(()) }).await })
+                tokio::spawn(async move { inner_plan.call_async(|| async { Ok(()) }).await })
                     .await
                     .unwrap(),
             )
@@ -327,7 +328,7 @@ fn tasks_interleaved_on_one_thread_do_not_share_a_chain() {
         let holder = {
             let plan = plan.clone();
             tokio::spawn(async move {
-                plan.call_async(async move {
+                plan.call_future(async move {
                     released.await.unwrap();
                     Ok::<(), CallError>(())
                 })
@@ -339,7 +340,7 @@ fn tasks_interleaved_on_one_thread_do_not_share_a_chain() {
         assert_eq!(registry.bulkhead("orders").available_concurrent_calls(), 0);
         let other = {
             let plan = plan.clone();
-            tokio::spawn(async move { plan.call_async(async { Ok::<(), CallError>(()) }).await })
+            tokio::spawn(async move { plan.call_async(|| async { Ok::<(), CallError>(()) }).await })
         };
         assert!(matches!(
             other.await.unwrap(),
@@ -408,7 +409,7 @@ fn a_task_driven_by_a_nested_block_on_is_not_on_the_sync_call_chain() {
             let tasks: Vec<_> = (0..5)
                 .map(|_| {
                     let plan = plan.clone();
-                    tokio::spawn(async move { plan.call_async(async { Ok(()) }).await })
+                    tokio::spawn(async move { plan.call_async(|| async { Ok(()) }).await })
                 })
                 .collect();
             let mut results = Vec::new();
@@ -479,13 +480,14 @@ fn nested(
         if level == plans.len() {
             let mut passed = 0;
             for plan in plans.iter() {
-                plan.call_async(async { Ok::<(), CallError>(()) }).await?;
+                plan.call_async(|| async { Ok::<(), CallError>(()) })
+                    .await?;
                 passed += 1;
             }
             return Ok(passed);
         }
         let inner = plans.clone();
-        plans[level].call_async(nested(inner, level + 1)).await
+        plans[level].call_future(nested(inner, level + 1)).await
     })
 }
 

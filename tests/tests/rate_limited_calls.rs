@@ -193,13 +193,13 @@ async fn an_async_call_waits_for_the_next_cycle_and_a_dropped_one_gives_its_perm
     let clock = ManualClock::new();
     let registry = registry(&clock, 4, 1, Duration::from_secs(20), false);
     let plan = registry.plan(&THREE).unwrap();
-    plan.call_async(async { Ok::<(), CallError>(()) })
+    plan.call_async(|| async { Ok::<(), CallError>(()) })
         .await
         .unwrap();
 
     // A caller that waits for the next cycle, then gives up: its permission goes back to that
     // cycle, and its bulkhead permit to the bulkhead.
-    let given_up = plan.call_async(async { Ok::<(), CallError>(()) });
+    let given_up = plan.call_async(|| async { Ok::<(), CallError>(()) });
     let polled = tokio::time::timeout(Duration::from_millis(10), given_up).await;
     assert!(polled.is_err(), "it waits for the next cycle");
     assert_eq!(registry.bulkhead("api").available_concurrent_calls(), 4);
@@ -207,7 +207,7 @@ async fn an_async_call_waits_for_the_next_cycle_and_a_dropped_one_gives_its_perm
 
     let waiting = tokio::spawn({
         let plan = registry.plan(&THREE).unwrap();
-        async move { plan.call_async(async { Ok::<u32, CallError>(9) }).await }
+        async move { plan.call_async(|| async { Ok::<u32, CallError>(9) }).await }
     });
     while registry
         .rate_limiter("api")

@@ -3,6 +3,7 @@
 //! (and [`HeldSlot`]), dispatched over the plan's steps with `match_step!`.
 
 use std::future::Future;
+use std::ops::Range;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
@@ -22,10 +23,23 @@ enum Mode {
 }
 
 impl Plan {
-    /// [`enter`](Plan::enter), writing the permits into `held`.
+    /// [`enter`](Plan::enter), writing the permits into `held`: the gates outside every
+    /// wrapper (all of them in a plan without one).
     #[inline]
     pub(crate) fn enter_into<'a>(&'a self, held: &mut Held<'a>) -> Result<(), Rejected> {
-        let next = self.enter_from(0, held, Mode::Block)?;
+        self.enter_gates(0..self.outer_gates(), held)
+    }
+
+    /// Enters the gates `steps[gates]` (one segment), blocking the thread while one makes the
+    /// call wait. On a rejection, the gates of the segment are released (those outside it are
+    /// left as they are).
+    #[inline(always)]
+    pub(crate) fn enter_gates<'a>(
+        &'a self,
+        gates: Range<usize>,
+        held: &mut Held<'a>,
+    ) -> Result<(), Rejected> {
+        let next = self.enter_from(gates.start, gates, held, Mode::Block)?;
         debug_assert!(next.is_none(), "a blocking entry never stops at a gate");
         Ok(())
     }
@@ -33,21 +47,34 @@ impl Plan {
     /// [`enter_async`](Plan::enter_async), writing the permits into `held`.
     #[inline]
     pub(crate) fn enter_async_into<'c, 'a>(&'a self, held: &'c mut Held<'a>) -> EnterAsync<'c, 'a> {
+        self.enter_gates_async(0..self.outer_gates(), held)
+    }
+
+    /// Enters the gates `steps[gates]` (one segment), waiting asynchronously while one makes
+    /// the call wait; as [`enter_gates`](Self::enter_gates) on a rejection.
+    #[inline]
+    pub(crate) fn enter_gates_async<'c, 'a>(
+        &'a self,
+        gates: Range<usize>,
+        held: &'c mut Held<'a>,
+    ) -> EnterAsync<'c, 'a> {
         EnterAsync {
             plan: self,
+            gates,
             held: Some(held),
             wait: None,
         }
     }
 
-    /// Asks the gates from `steps[from]` on, in order, into `held`. With `Mode::Stop`,
-    /// returns the index of the first gate that makes the call wait (nothing taken there, the
-    /// gates before it held); `None` once every gate admitted the call. On a rejection, `held`
-    /// holds nothing.
+    /// Asks the gates from `steps[from]` to the end of the segment `gates`, in order, into
+    /// `held`. With `Mode::Stop`, returns the index of the first gate that makes the call
+    /// wait (nothing taken there, the gates before it held); `None` once every gate admitted
+    /// the call. On a rejection, `held` holds none of the segment's gates.
     #[inline(always)]
     fn enter_from<'a>(
         &'a self,
         from: usize,
+        gates: Range<usize>,
         held: &mut Held<'a>,
         mode: Mode,
     ) -> Result<Option<usize>, Rejected> {
@@ -56,41 +83,61 @@ impl Plan {
         }
         // Most calls are not nested in another guarded call: then no gate needs the check.
         let nested = self.policy() != ReentrancyPolicy::Allow && chain_is_busy();
-        for (index, step) in self.steps().iter().enumerate().skip(from) {
-            if nested && !self.admit_reentry(step, held)? {
+        let steps = &self.steps()[..gates.end];
+        for (index, step) in steps.iter().enumerate().skip(from) {
+            if nested && !self.admit_reentry(step, gates.start, held)? {
                 continue;
             }
             let entered = match_step!(step, gate => enter_one(&**gate, held, mode));
             match entered {
                 Ok(Entry::Entered) => {}
                 Ok(Entry::MustWait) => return Ok(Some(index)),
-                Err(rejected) => return Err(held.rejected(rejected)),
+                Err(rejected) => return Err(self.refused(gates.start, held, rejected)),
             }
         }
         Ok(None)
+    }
+
+    /// A gate of the segment starting at `steps[start]` refused the call: the segment's gates
+    /// held see the rejection and are released. The outermost segment holds nothing outside
+    /// it, so all of `held` goes (the common case, a plan without wrappers).
+    #[cold]
+    fn refused(&self, start: usize, held: &mut Held<'_>, rejected: Rejected) -> Rejected {
+        if start == 0 {
+            held.rejected(rejected)
+        } else {
+            held.rejected_segment(&self.steps()[start..], &rejected);
+            rejected
+        }
     }
 
     /// [`enter_waiting`](Self::enter_waiting), boxed: only a call that waits pays for its
     /// state (a queue place, a timer).
     #[cold]
     #[inline(never)]
-    fn wait_from<'c, 'a>(&'a self, from: usize, held: &'c mut Held<'a>) -> Waiting<'c> {
-        Box::pin(self.enter_waiting(from, held))
+    fn wait_from<'c, 'a>(
+        &'a self,
+        from: usize,
+        gates: Range<usize>,
+        held: &'c mut Held<'a>,
+    ) -> Waiting<'c> {
+        Box::pin(self.enter_waiting(from, gates, held))
     }
 
     /// The rest of an asynchronous entry from the gate `steps[from]`, which made the call
-    /// wait: waits for it, then asks the gates after it.
+    /// wait: waits for it, then asks the gates after it in the segment `gates`.
     async fn enter_waiting<'a>(
         &'a self,
         mut from: usize,
+        gates: Range<usize>,
         held: &mut Held<'a>,
     ) -> Result<(), Rejected> {
         loop {
             let waited = match_step!(&self.steps()[from], gate => wait_one(&**gate, held).await);
             if let Err(rejected) = waited {
-                return Err(held.rejected(rejected));
+                return Err(self.refused(gates.start, held, rejected));
             }
-            match self.enter_from(from + 1, held, Mode::Stop)? {
+            match self.enter_from(from + 1, gates.clone(), held, Mode::Stop)? {
                 None => return Ok(()),
                 Some(next) => from = next,
             }
@@ -100,15 +147,23 @@ impl Plan {
     /// Applies the re-entrancy policy to `step`: `Ok(true)` to ask it, `Ok(false)` to pass
     /// through it, `Err` to refuse the call.
     #[cold]
-    fn admit_reentry(&self, step: &Step, held: &mut Held<'_>) -> Result<bool, Rejected> {
+    fn admit_reentry(
+        &self,
+        step: &Step,
+        start: usize,
+        held: &mut Held<'_>,
+    ) -> Result<bool, Rejected> {
         if !chain_holds(step.id()) {
             return Ok(true);
         }
         match self.policy() {
-            ReentrancyPolicy::Reject => Err(held.rejected(Rejected::Reentrant {
-                aspect: step.aspect(),
-                name: step.name().clone(),
-            })),
+            ReentrancyPolicy::Reject => {
+                let rejected = Rejected::Reentrant {
+                    aspect: step.aspect(),
+                    name: step.name().clone(),
+                };
+                Err(self.refused(start, held, rejected))
+            }
             ReentrancyPolicy::PassThrough | ReentrancyPolicy::Allow => Ok(false),
         }
     }
@@ -146,6 +201,8 @@ async fn wait_one<'a, G: HeldSlot>(gate: &'a G, held: &mut Held<'a>) -> Result<(
 /// state machine, and the future of every guarded call stays small.
 pub(crate) struct EnterAsync<'c, 'a> {
     plan: &'a Plan,
+    /// The segment entered.
+    gates: Range<usize>,
     /// Where the permits go; taken by the first poll.
     held: Option<&'c mut Held<'a>>,
     /// The wait for a gate, then for the gates after it.
@@ -165,10 +222,14 @@ impl Future for EnterAsync<'_, '_> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         if let Some(held) = this.held.take() {
-            match this.plan.enter_from(0, held, Mode::Stop) {
+            let gates = this.gates.clone();
+            match this
+                .plan
+                .enter_from(gates.start, gates.clone(), held, Mode::Stop)
+            {
                 Ok(None) => return Poll::Ready(Ok(())),
                 Err(rejected) => return Poll::Ready(Err(rejected)),
-                Ok(Some(step)) => this.wait = Some(this.plan.wait_from(step, held)),
+                Ok(Some(step)) => this.wait = Some(this.plan.wait_from(step, gates, held)),
             }
         }
         let Some(wait) = &mut this.wait else {

@@ -6,7 +6,7 @@ use crate::error::Rejected;
 use crate::gate::RatePermit;
 use crate::gate::{Entry, Gate, Permit};
 use crate::outcome::CallOutcome;
-use crate::plan::{GateKind, GateOrder};
+use crate::plan::{GateKind, GateOrder, Step};
 use crate::rate_limiter::RateLimiter;
 
 /// The permits of a call being made: one slot per gate kind (a plan holds each kind at most
@@ -139,6 +139,29 @@ impl<'a> Held<'a> {
     /// Releases every permit, innermost first, recording nothing.
     pub(crate) fn abandon(&mut self) {
         self.end(End::Abandon);
+    }
+
+    /// The gates `steps` (one segment of a plan run as nested segments) complete with
+    /// `outcome`, innermost first; the slots of the other gates are left as they are.
+    pub(crate) fn complete_segment(&mut self, steps: &[Step], outcome: CallOutcome) {
+        self.end_segment(steps, End::Complete(outcome));
+    }
+
+    /// A guard further in than the gates `steps` refused the call (or cut it off), or one of
+    /// them did: those held see `rejected` and are released, innermost first.
+    pub(crate) fn rejected_segment(&mut self, steps: &[Step], rejected: &Rejected) {
+        self.end_segment(steps, End::Rejected(rejected));
+    }
+
+    /// Releases the gates `steps` still held, innermost first, recording nothing.
+    pub(crate) fn abandon_segment(&mut self, steps: &[Step]) {
+        self.end_segment(steps, End::Abandon);
+    }
+
+    fn end_segment(&mut self, steps: &[Step], end: End<'_>) {
+        for step in steps.iter().rev() {
+            self.finish(step.kind(), end);
+        }
     }
 
     #[inline(always)]

@@ -5,6 +5,7 @@
 mod chain;
 mod enter;
 mod held;
+mod wrapped;
 
 pub(crate) use held::Held;
 
@@ -14,16 +15,29 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use chain::on_chain;
+use wrapped::{ByOutcome, Once, Repeat};
 
 use crate::error::Rejected;
 use crate::outcome::CallOutcome;
 use crate::plan::Plan;
 
 impl Plan {
-    /// Runs `call` through the guards, blocking the thread while a bulkhead makes it wait.
-    /// `Ok` counts as a success and every `Err` as a failure; a rejection is returned as
+    /// Runs `call` through the guards, blocking the thread while a gate makes it wait (and
+    /// between the attempts of a retry). `Ok` counts as a success and every `Err` as a
+    /// failure, which a retry in the plan retries; a rejection is returned as
     /// `E::from(rejected)`.
-    pub fn call<T, E: From<Rejected>>(&self, call: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
+    ///
+    /// `call` is made once per attempt: once, unless the plan has a retry.
+    pub fn call<T, E: From<Rejected>>(
+        &self,
+        mut call: impl FnMut() -> Result<T, E>,
+    ) -> Result<T, E> {
+        if self.has_wrappers() {
+            let judge = ByOutcome(CallOutcome::of_result::<T, E>);
+            return self
+                .run_wrapped(Repeat(&mut call), &judge)
+                .unwrap_or_else(|rejected| Err(E::from(rejected)));
+        }
         self.enter_and_run(
             call,
             CallOutcome::of_result,
@@ -33,7 +47,10 @@ impl Plan {
     }
 
     /// Runs `call` through the guards and classifies its result with `classify`; returns the
-    /// result, or the rejection if a guard refused the call (then `call` did not run).
+    /// result, or the rejection if a guard refused the call (then `call` did not run, or, for
+    /// a guard inside a retry, the last attempt did not). A retry in the plan retries what
+    /// `classify` calls a [`Failure`](CallOutcome::Failure), and lets an
+    /// [`Ignored`](CallOutcome::Ignored) outcome end the call.
     ///
     /// ```
     /// use resilience_runtime::{CallOutcome, Guard, Registry};
@@ -52,9 +69,12 @@ impl Plan {
     /// ```
     pub fn run<R>(
         &self,
-        call: impl FnOnce() -> R,
-        classify: impl FnOnce(&R) -> CallOutcome,
+        mut call: impl FnMut() -> R,
+        classify: impl Fn(&R) -> CallOutcome,
     ) -> Result<R, Rejected> {
+        if self.has_wrappers() {
+            return self.run_wrapped(Repeat(&mut call), &ByOutcome(classify));
+        }
         self.enter_and_run(call, classify, Ok, Err)
     }
 
@@ -84,11 +104,27 @@ impl Plan {
         output
     }
 
-    /// Runs the future `call` through the guards, waiting asynchronously while a bulkhead
-    /// makes it wait. `Ok` counts as a success and every `Err` as a failure; a rejection is
-    /// returned as `E::from(rejected)`. Dropping the returned future releases every guard and
-    /// records nothing.
-    pub async fn call_async<T, E, F>(&self, call: F) -> Result<T, E>
+    /// Runs the future `call()` makes through the guards, waiting asynchronously while a gate
+    /// makes it wait (and between the attempts of a retry). `Ok` counts as a success and
+    /// every `Err` as a failure, which a retry in the plan retries; a rejection is returned
+    /// as `E::from(rejected)`. Dropping the returned future releases every guard and records
+    /// nothing.
+    ///
+    /// `call` makes the call's future once per attempt: once, unless the plan has a retry.
+    ///
+    /// ```
+    /// use resilience_runtime::{Guard, Registry, Rejected};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), resilience_runtime::ConfigError> {
+    /// let registry = Registry::new();
+    /// let plan = registry.plan(&[Guard::bulkhead("orders"), Guard::circuit_breaker("orders")])?;
+    /// let order: Result<u32, Rejected> = plan.call_async(|| async { Ok(42) }).await;
+    /// assert_eq!(order, Ok(42));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn call_async<T, E, F>(&self, call: impl FnMut() -> F) -> Result<T, E>
     where
         E: From<Rejected>,
         F: Future<Output = Result<T, E>>,
@@ -99,17 +135,70 @@ impl Plan {
         }
     }
 
-    /// Runs the future `call` through the guards and classifies its output with `classify`;
-    /// returns the output, or the rejection if a guard refused the call (then `call` was
-    /// never polled).
+    /// Runs the future `call()` makes through the guards and classifies its output with
+    /// `classify`; returns the output, or the rejection if a guard refused the call. A retry
+    /// in the plan retries what `classify` calls a [`Failure`](CallOutcome::Failure).
     pub async fn run_async<R, F>(
         &self,
-        call: F,
-        classify: impl FnOnce(&R) -> CallOutcome,
+        mut call: impl FnMut() -> F,
+        classify: impl Fn(&R) -> CallOutcome,
     ) -> Result<R, Rejected>
     where
         F: Future<Output = R>,
     {
+        if self.has_wrappers() {
+            return self
+                .run_wrapped_async(Repeat(&mut call), ByOutcome(classify))
+                .await;
+        }
+        let mut guarded = GuardedCall::new();
+        guarded.enter_async(self).await?;
+        Ok(guarded.run_async(call(), classify).await)
+    }
+
+    /// Runs the future `call` through the guards, as [`call_async`](Plan::call_async) does
+    /// with a future made once: for a call that cannot be made again (one that moves what it
+    /// captured). A retry in the plan then makes one attempt: it has nothing to run again.
+    ///
+    /// ```
+    /// use resilience_runtime::{Guard, Registry, Rejected};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), resilience_runtime::ConfigError> {
+    /// let registry = Registry::new();
+    /// let plan = registry.plan(&[Guard::bulkhead("orders")])?;
+    /// let order = String::from("book");
+    /// let placed: Result<String, Rejected> = plan.call_future(async move { Ok(order) }).await;
+    /// assert_eq!(placed.unwrap(), "book");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn call_future<T, E, F>(&self, call: F) -> Result<T, E>
+    where
+        E: From<Rejected>,
+        F: Future<Output = Result<T, E>>,
+    {
+        match self.run_future(call, CallOutcome::of_result).await {
+            Ok(result) => result,
+            Err(rejected) => Err(E::from(rejected)),
+        }
+    }
+
+    /// Runs the future `call` through the guards and classifies its output with `classify`,
+    /// as [`run_async`](Plan::run_async) does with a future made once (a retry in the plan
+    /// makes one attempt).
+    pub async fn run_future<R, F>(
+        &self,
+        call: F,
+        classify: impl Fn(&R) -> CallOutcome,
+    ) -> Result<R, Rejected>
+    where
+        F: Future<Output = R>,
+    {
+        if self.has_wrappers() {
+            let attempt = Once(Some(move || call));
+            return self.run_wrapped_async(attempt, ByOutcome(classify)).await;
+        }
         let mut guarded = GuardedCall::new();
         guarded.enter_async(self).await?;
         Ok(guarded.run_async(call, classify).await)
@@ -141,7 +230,15 @@ impl Plan {
     ///
     /// The [`Rejected`] of the first guard that refused the call; the guards already acquired
     /// are released (the breakers among them see a rejection, not a failure).
+    ///
+    /// # Panics
+    ///
+    /// If the plan has a retry or a time limiter: the guards inside a wrapper are entered per
+    /// attempt, inside it, so such a plan cannot be entered ahead of its call. Use
+    /// [`run`](Plan::run) or [`call`](Plan::call), whose call can borrow what a fallback needs
+    /// (a refused call leaves it with the caller).
     pub fn enter(&self) -> Result<Entered<'_>, Rejected> {
+        self.assert_splittable();
         let mut held = Held::new();
         self.enter_into(&mut held)?;
         Ok(Entered { held })
@@ -156,10 +253,26 @@ impl Plan {
     ///
     /// The [`Rejected`] of the first guard that refused the call, as for
     /// [`enter`](Plan::enter).
+    ///
+    /// # Panics
+    ///
+    /// If the plan has a retry or a time limiter, as [`enter`](Plan::enter).
     pub async fn enter_async(&self) -> Result<Entered<'_>, Rejected> {
+        self.assert_splittable();
         let mut held = Held::new();
         self.enter_async_into(&mut held).await?;
         Ok(Entered { held })
+    }
+}
+
+impl Plan {
+    /// The check of [`enter`](Plan::enter): a plan with wrappers is run whole.
+    fn assert_splittable(&self) {
+        assert!(
+            !self.has_wrappers(),
+            "a plan with a retry or a time limiter cannot be entered ahead of its call (the \
+             guards inside them are entered per attempt); use `Plan::run` or `Plan::call`"
+        );
     }
 }
 
@@ -187,6 +300,10 @@ impl<'a> GuardedCall<'a> {
     /// As [`Plan::enter`]; the call then holds nothing.
     #[inline]
     pub fn enter(&mut self, plan: &'a Plan) -> Result<(), Rejected> {
+        debug_assert!(
+            !plan.has_wrappers(),
+            "the macros run plans with wrappers whole"
+        );
         plan.enter_into(&mut self.held)
     }
 

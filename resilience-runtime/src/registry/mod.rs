@@ -22,8 +22,10 @@ use crate::circuit_breaker::{CircuitBreaker, CircuitBreakerConfig};
 use crate::clock::Clock;
 use crate::error::ConfigError;
 use crate::name::Name;
-use crate::plan::{Guard, GuardListError, Plan, ReentrancyPolicy, Step};
+use crate::plan::{Guard, GuardListError, Plan, ReentrancyPolicy, Step, Wrapper};
 use crate::rate_limiter::{RateLimiter, RateLimiterConfig};
+use crate::retry::{Retry, RetryConfig};
+use crate::time_limiter::{TimeLimiter, TimeLimiterConfig};
 
 use kind::{Config, Instance, Kind, Pending};
 use precedence::Precedence;
@@ -94,6 +96,8 @@ pub struct Registry {
 struct State {
     bulkheads: Kind<BulkheadConfig, Bulkhead>,
     rate_limiters: Kind<RateLimiterConfig, RateLimiter>,
+    retries: Kind<RetryConfig, Retry>,
+    time_limiters: Kind<TimeLimiterConfig, TimeLimiter>,
     circuit_breakers: Kind<CircuitBreakerConfig, CircuitBreaker>,
     precedence: Precedence,
     reentrancy: ReentrancyPolicy,
@@ -125,6 +129,8 @@ impl Registry {
             state: RwLock::new(State {
                 bulkheads: Kind::new(BulkheadConfig::default()),
                 rate_limiters: Kind::new(RateLimiterConfig::default()),
+                retries: Kind::new(RetryConfig::default()),
+                time_limiters: Kind::new(TimeLimiterConfig::default()),
                 circuit_breakers: Kind::new(CircuitBreakerConfig::default()),
                 precedence: Precedence::new(),
                 reentrancy: ReentrancyPolicy::default(),
@@ -333,6 +339,132 @@ impl Registry {
         self.effective::<RateLimiter>(name)
     }
 
+    // ----- retries -----
+
+    /// The retry named `name`, created with its configuration (or the default one) on first
+    /// use.
+    pub fn retry(&self, name: &str) -> Arc<Retry> {
+        self.instance(name)
+    }
+
+    /// Installs `config` for the retry `name` and reconfigures its instance in place (calls
+    /// already retrying keep the configuration they read); configurations based on it are
+    /// re-resolved, and their instances reconfigured if their effective configuration changed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use resilience_runtime::{Registry, RetryConfig};
+    ///
+    /// let registry = Registry::new();
+    /// registry.configure_retry("inventory", RetryConfig::builder()
+    ///     .max_attempts(3)
+    ///     .wait_duration(Duration::from_millis(100))
+    ///     .exponential_backoff(2.0, Duration::from_secs(2))
+    ///     .randomized_wait_factor(0.5)
+    ///     .build()?)?;
+    /// assert_eq!(registry.retry("inventory").config().max_attempts(), 3);
+    /// # Ok::<(), resilience_runtime::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] for an unknown or cyclic base configuration, or a merged
+    /// configuration that is invalid; the registry is unchanged then.
+    pub fn configure_retry(
+        &self,
+        name: impl Into<Name>,
+        config: RetryConfig,
+    ) -> Result<(), ConfigError> {
+        self.configure::<Retry>(name.into(), config)
+    }
+
+    /// Replaces the default retry configuration: the one of names never configured, and the
+    /// base of named configurations that name no base.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] if `config` names a base (the default has none) or leaves a named
+    /// configuration invalid; the registry is unchanged then.
+    pub fn configure_default_retry(&self, config: RetryConfig) -> Result<(), ConfigError> {
+        self.configure_default::<Retry>(config)
+    }
+
+    /// Every retry instance created so far, sorted by name.
+    pub fn retries(&self) -> Vec<Arc<Retry>> {
+        self.instances()
+    }
+
+    /// The effective configuration of the retry `name` (its own, resolved against its base,
+    /// or the default).
+    pub fn retry_config(&self, name: &str) -> RetryConfig {
+        self.effective::<Retry>(name)
+    }
+
+    // ----- time limiters -----
+
+    /// The time limiter named `name`, created with its configuration (or the default one) on
+    /// first use.
+    pub fn time_limiter(&self, name: &str) -> Arc<TimeLimiter> {
+        self.instance(name)
+    }
+
+    /// Installs `config` for the time limiter `name` and reconfigures its instance in place
+    /// (a call already waiting keeps its timeout); configurations based on it are re-resolved,
+    /// and their instances reconfigured if their effective configuration changed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use resilience_runtime::{Registry, TimeLimiterConfig};
+    ///
+    /// let registry = Registry::new();
+    /// registry.configure_time_limiter("inventory", TimeLimiterConfig::builder()
+    ///     .timeout_duration(Duration::from_secs(1))
+    ///     .cancel_running_future(true)
+    ///     .build()?)?;
+    /// assert_eq!(
+    ///     registry.time_limiter("inventory").config().timeout_duration(),
+    ///     Duration::from_secs(1),
+    /// );
+    /// # Ok::<(), resilience_runtime::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] for an unknown or cyclic base configuration, or a merged
+    /// configuration that is invalid; the registry is unchanged then.
+    pub fn configure_time_limiter(
+        &self,
+        name: impl Into<Name>,
+        config: TimeLimiterConfig,
+    ) -> Result<(), ConfigError> {
+        self.configure::<TimeLimiter>(name.into(), config)
+    }
+
+    /// Replaces the default time limiter configuration: the one of names never configured,
+    /// and the base of named configurations that name no base.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] if `config` names a base (the default has none) or leaves a named
+    /// configuration invalid; the registry is unchanged then.
+    pub fn configure_default_time_limiter(
+        &self,
+        config: TimeLimiterConfig,
+    ) -> Result<(), ConfigError> {
+        self.configure_default::<TimeLimiter>(config)
+    }
+
+    /// Every time limiter instance created so far, sorted by name.
+    pub fn time_limiters(&self) -> Vec<Arc<TimeLimiter>> {
+        self.instances()
+    }
+
+    /// The effective configuration of the time limiter `name` (its own, resolved against its
+    /// base, or the default).
+    pub fn time_limiter_config(&self, name: &str) -> TimeLimiterConfig {
+        self.effective::<TimeLimiter>(name)
+    }
+
     // ----- circuit breakers -----
 
     /// The circuit breaker named `name`, created with its configuration (or the default one)
@@ -444,7 +576,9 @@ impl Registry {
         let state = self.read();
         of::<Bulkhead>(&state)
             .chain(of::<RateLimiter>(&state))
+            .chain(of::<Retry>(&state))
             .chain(of::<CircuitBreaker>(&state))
+            .chain(of::<TimeLimiter>(&state))
             .collect()
     }
 
@@ -456,7 +590,9 @@ impl Registry {
         let state = self.read();
         of::<Bulkhead>(&state)
             .chain(of::<RateLimiter>(&state))
+            .chain(of::<Retry>(&state))
             .chain(of::<CircuitBreaker>(&state))
+            .chain(of::<TimeLimiter>(&state))
             .collect()
     }
 
@@ -468,8 +604,7 @@ impl Registry {
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] (field `guards`) if the same aspect kind appears twice, or a kind
-    /// that has no implementation yet appears.
+    /// A [`ConfigError`] (field `guards`) if the same aspect kind appears twice.
     pub fn plan(&self, guards: &[Guard<'_>]) -> Result<Plan, ConfigError> {
         match GuardListError::check(guards) {
             Some(problem) => Err(ConfigError::new("guards", problem.to_string())),
@@ -488,15 +623,17 @@ impl Registry {
         let mut plan = Plan::empty(generation, policy);
         for guard in sorted {
             let name = guard.name();
-            plan.push(match guard.aspect() {
-                Aspect::Bulkhead => Step::Bulkhead(self.bulkhead(name)),
-                Aspect::RateLimiter => Step::RateLimiter(self.rate_limiter(name)),
-                Aspect::CircuitBreaker => Step::CircuitBreaker(self.circuit_breaker(name)),
-                // `Registry::plan` and `PlanCache::new` refuse these (`GuardListError`).
-                aspect @ (Aspect::Retry | Aspect::TimeLimiter) => {
-                    unreachable!("the {aspect} aspect has no implementation yet")
+            match guard.aspect() {
+                Aspect::Bulkhead => plan.push(Step::Bulkhead(self.bulkhead(name))),
+                Aspect::RateLimiter => plan.push(Step::RateLimiter(self.rate_limiter(name))),
+                Aspect::Retry => plan.push_wrapper(Wrapper::Retry(self.retry(name))),
+                Aspect::CircuitBreaker => {
+                    plan.push(Step::CircuitBreaker(self.circuit_breaker(name)));
                 }
-            });
+                Aspect::TimeLimiter => {
+                    plan.push_wrapper(Wrapper::TimeLimiter(self.time_limiter(name)));
+                }
+            }
         }
         // The generation was read before the instances: if the configuration changed in
         // between, the plan is labelled older than what it holds and is rebuilt on next use.
@@ -520,105 +657,58 @@ impl fmt::Debug for Registry {
             .field("reentrancy", &state.reentrancy)
             .field("bulkheads", &state.bulkheads.len())
             .field("rate_limiters", &state.rate_limiters.len())
+            .field("retries", &state.retries.len())
+            .field("time_limiters", &state.time_limiters.len())
             .field("circuit_breakers", &state.circuit_breakers.len())
             .finish()
     }
 }
 
-// ----- the kinds -----
+// ----- the kinds: one line each -----
 
-impl Config for BulkheadConfig {
-    fn base(&self) -> Option<&str> {
-        BulkheadConfig::base(self)
-    }
-    fn inherit(&self, base: &Self) -> Result<Self, ConfigError> {
-        BulkheadConfig::inherit(self, base)
-    }
+macro_rules! registered {
+    ($instance:ident, $config:ident, $table:ident, $aspect:ident) => {
+        impl Config for $config {
+            fn base(&self) -> Option<&str> {
+                $config::base(self)
+            }
+            fn inherit(&self, base: &Self) -> Result<Self, ConfigError> {
+                $config::inherit(self, base)
+            }
+        }
+
+        impl Instance for $instance {
+            type Config = $config;
+            fn config(&self) -> $config {
+                $instance::config(self)
+            }
+            fn reconfigure(&self, config: $config) {
+                $instance::reconfigure(self, config);
+            }
+        }
+
+        impl Registered for $instance {
+            const ASPECT: Aspect = Aspect::$aspect;
+            fn table(state: &State) -> &Kind<$config, $instance> {
+                &state.$table
+            }
+            fn table_mut(state: &mut State) -> &mut Kind<$config, $instance> {
+                &mut state.$table
+            }
+            fn make(name: Name, config: $config, clock: &Clock) -> Self {
+                $instance::with_clock(name, config, clock.clone())
+            }
+        }
+    };
 }
 
-impl Instance for Bulkhead {
-    type Config = BulkheadConfig;
-    fn config(&self) -> BulkheadConfig {
-        Bulkhead::config(self)
-    }
-    fn reconfigure(&self, config: BulkheadConfig) {
-        Bulkhead::reconfigure(self, config);
-    }
-}
-
-impl Registered for Bulkhead {
-    const ASPECT: Aspect = Aspect::Bulkhead;
-    fn table(state: &State) -> &Kind<BulkheadConfig, Bulkhead> {
-        &state.bulkheads
-    }
-    fn table_mut(state: &mut State) -> &mut Kind<BulkheadConfig, Bulkhead> {
-        &mut state.bulkheads
-    }
-    fn make(name: Name, config: BulkheadConfig, clock: &Clock) -> Self {
-        Bulkhead::with_clock(name, config, clock.clone())
-    }
-}
-
-impl Config for RateLimiterConfig {
-    fn base(&self) -> Option<&str> {
-        RateLimiterConfig::base(self)
-    }
-    fn inherit(&self, base: &Self) -> Result<Self, ConfigError> {
-        RateLimiterConfig::inherit(self, base)
-    }
-}
-
-impl Instance for RateLimiter {
-    type Config = RateLimiterConfig;
-    fn config(&self) -> RateLimiterConfig {
-        RateLimiter::config(self)
-    }
-    fn reconfigure(&self, config: RateLimiterConfig) {
-        RateLimiter::reconfigure(self, config);
-    }
-}
-
-impl Registered for RateLimiter {
-    const ASPECT: Aspect = Aspect::RateLimiter;
-    fn table(state: &State) -> &Kind<RateLimiterConfig, RateLimiter> {
-        &state.rate_limiters
-    }
-    fn table_mut(state: &mut State) -> &mut Kind<RateLimiterConfig, RateLimiter> {
-        &mut state.rate_limiters
-    }
-    fn make(name: Name, config: RateLimiterConfig, clock: &Clock) -> Self {
-        RateLimiter::with_clock(name, config, clock.clone())
-    }
-}
-
-impl Config for CircuitBreakerConfig {
-    fn base(&self) -> Option<&str> {
-        CircuitBreakerConfig::base(self)
-    }
-    fn inherit(&self, base: &Self) -> Result<Self, ConfigError> {
-        CircuitBreakerConfig::inherit(self, base)
-    }
-}
-
-impl Instance for CircuitBreaker {
-    type Config = CircuitBreakerConfig;
-    fn config(&self) -> CircuitBreakerConfig {
-        CircuitBreaker::config(self)
-    }
-    fn reconfigure(&self, config: CircuitBreakerConfig) {
-        CircuitBreaker::reconfigure(self, config);
-    }
-}
-
-impl Registered for CircuitBreaker {
-    const ASPECT: Aspect = Aspect::CircuitBreaker;
-    fn table(state: &State) -> &Kind<CircuitBreakerConfig, CircuitBreaker> {
-        &state.circuit_breakers
-    }
-    fn table_mut(state: &mut State) -> &mut Kind<CircuitBreakerConfig, CircuitBreaker> {
-        &mut state.circuit_breakers
-    }
-    fn make(name: Name, config: CircuitBreakerConfig, clock: &Clock) -> Self {
-        CircuitBreaker::with_clock(name, config, clock.clone())
-    }
-}
+registered!(Bulkhead, BulkheadConfig, bulkheads, Bulkhead);
+registered!(RateLimiter, RateLimiterConfig, rate_limiters, RateLimiter);
+registered!(Retry, RetryConfig, retries, Retry);
+registered!(
+    CircuitBreaker,
+    CircuitBreakerConfig,
+    circuit_breakers,
+    CircuitBreaker
+);
+registered!(TimeLimiter, TimeLimiterConfig, time_limiters, TimeLimiter);

@@ -503,14 +503,37 @@ fn a_plan_sorts_guards_by_precedence_whatever_their_order() {
 }
 
 #[test]
-fn a_plan_refuses_a_repeated_or_unimplemented_aspect() {
+fn a_plan_refuses_a_repeated_aspect() {
     let registry = Registry::new();
     let err = registry
         .plan(&[Guard::bulkhead("a"), Guard::bulkhead("b")])
         .unwrap_err();
     assert_eq!(err.field(), "guards");
     let err = registry
-        .plan(&[Guard::new(Aspect::Retry, "a")])
+        .plan(&[Guard::retry("a"), Guard::retry("b")])
         .unwrap_err();
-    assert!(err.reason().contains("retry"), "{err}");
+    assert!(err.reason().contains("retry appears twice"), "{err}");
+}
+
+#[test]
+fn a_plan_lists_its_wrappers_among_its_gates_in_precedence_order() {
+    let registry = Registry::new();
+    let plan = registry
+        .plan(&[
+            Guard::time_limiter("o"),
+            Guard::circuit_breaker("o"),
+            Guard::retry("o"),
+            Guard::rate_limiter("o"),
+            Guard::bulkhead("o"),
+        ])
+        .unwrap();
+    let order: Vec<Aspect> = plan.guards().map(|(a, _)| a).collect();
+    assert_eq!(order, Aspect::ALL);
+    // Retry moved outermost: it comes first, and the plan still holds the same instances.
+    registry.set_precedence(Aspect::Retry, 1).unwrap();
+    let moved = registry
+        .plan(&[Guard::bulkhead("o"), Guard::retry("o")])
+        .unwrap();
+    let order: Vec<Aspect> = moved.guards().map(|(a, _)| a).collect();
+    assert_eq!(order, [Aspect::Retry, Aspect::Bulkhead]);
 }

@@ -1,0 +1,507 @@
+//! Calls through plans with wrappers: a retry re-runs the rest of the plan, a time limiter
+//! bounds it, and the precedence decides which guards are inside them.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use resilience_runtime::{
+    Aspect, BulkheadConfig, CircuitBreakerConfig, CircuitState, Guard, ReentrancyPolicy, Registry,
+    Rejected, RetryConfig, SlidingWindow, TimeLimiterConfig,
+};
+use resilience_tests::CallError;
+
+const FIVE: [Guard<'static>; 5] = [
+    Guard::bulkhead("inv"),
+    Guard::rate_limiter("inv"),
+    Guard::retry("inv"),
+    Guard::circuit_breaker("inv"),
+    Guard::time_limiter("inv"),
+];
+
+fn retry(attempts: u32) -> RetryConfig {
+    RetryConfig::builder()
+        .max_attempts(attempts)
+        .wait_duration(Duration::ZERO)
+        .build()
+        .unwrap()
+}
+
+fn registry_with_retry(attempts: u32) -> Registry {
+    let registry = Registry::new();
+    registry.configure_retry("inv", retry(attempts)).unwrap();
+    registry
+}
+
+#[test]
+fn a_failing_call_is_made_max_attempts_times_and_ends_with_its_last_error() {
+    let registry = registry_with_retry(3);
+    let plan = registry.plan(&FIVE).unwrap();
+    let mut attempts = 0;
+    let result: Result<(), CallError> = plan.call(|| {
+        attempts += 1;
+        Err(CallError::Downstream("503"))
+    });
+    assert_eq!(result, Err(CallError::Downstream("503")));
+    assert_eq!(attempts, 3);
+    let metrics = registry.retry("inv").metrics();
+    assert_eq!(metrics.number_of_failed_calls_with_retry_attempt(), 1);
+    assert_eq!(
+        metrics.number_of_successful_calls_without_retry_attempt(),
+        0
+    );
+}
+
+#[test]
+fn each_attempt_enters_the_breaker_but_the_bulkhead_admits_the_call_once() {
+    let registry = registry_with_retry(3);
+    registry
+        .configure_bulkhead(
+            "inv",
+            BulkheadConfig::builder()
+                .max_concurrent_calls(1)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    let plan = registry.plan(&FIVE).unwrap();
+    let bulkhead = registry.bulkhead("inv");
+    let mut attempts = 0;
+    let result: Result<u32, CallError> = plan.call(|| {
+        attempts += 1;
+        // The bulkhead of 1 is held by this call across its attempts, once.
+        assert_eq!(bulkhead.available_concurrent_calls(), 0);
+        if attempts < 3 {
+            Err(CallError::Downstream("503"))
+        } else {
+            Ok(attempts)
+        }
+    });
+    assert_eq!(result, Ok(3));
+    assert_eq!(bulkhead.available_concurrent_calls(), 1);
+    assert_eq!(bulkhead.metrics().permitted_calls(), 1);
+    let breaker = registry.circuit_breaker("inv").metrics();
+    assert_eq!(breaker.number_of_failed_calls(), 2);
+    assert_eq!(breaker.number_of_successful_calls(), 1);
+    let retried = registry.retry("inv").metrics();
+    assert_eq!(retried.number_of_successful_calls_with_retry_attempt(), 1);
+}
+
+fn open_breaker(registry: &Registry) {
+    registry
+        .configure_circuit_breaker(
+            "inv",
+            CircuitBreakerConfig::builder()
+                .sliding_window(SlidingWindow::CountBased(2))
+                .minimum_number_of_calls(2)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    registry
+        .circuit_breaker("inv")
+        .transition_to_open_state()
+        .unwrap();
+}
+
+#[test]
+fn an_open_breaker_inside_the_retry_ends_the_call_without_retrying() {
+    let registry = registry_with_retry(3);
+    open_breaker(&registry);
+    let plan = registry.plan(&FIVE).unwrap();
+    let mut attempts = 0;
+    let result: Result<(), CallError> = plan.call(|| {
+        attempts += 1;
+        Ok(())
+    });
+    assert!(matches!(
+        result,
+        Err(CallError::Rejected(Rejected::CallNotPermitted { .. }))
+    ));
+    assert_eq!(attempts, 0);
+    let breaker = registry.circuit_breaker("inv");
+    assert_eq!(breaker.state(), CircuitState::Open);
+    assert_eq!(breaker.metrics().number_of_not_permitted_calls(), 1);
+    assert_eq!(
+        registry
+            .retry("inv")
+            .metrics()
+            .number_of_failed_calls_without_retry_attempt(),
+        1
+    );
+}
+
+#[test]
+fn retry_on_rejection_asks_the_open_breaker_again() {
+    let registry = Registry::new();
+    registry
+        .configure_retry(
+            "inv",
+            RetryConfig::builder()
+                .max_attempts(3)
+                .wait_duration(Duration::ZERO)
+                .retry_on_rejection(true)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    open_breaker(&registry);
+    let plan = registry.plan(&FIVE).unwrap();
+    let result: Result<(), CallError> = plan.call(|| Ok(()));
+    assert!(result.is_err());
+    let breaker = registry.circuit_breaker("inv").metrics();
+    assert_eq!(breaker.number_of_not_permitted_calls(), 3);
+    assert_eq!(
+        registry
+            .retry("inv")
+            .metrics()
+            .number_of_failed_calls_with_retry_attempt(),
+        1
+    );
+}
+
+#[test]
+fn a_retry_moved_outside_the_bulkhead_enters_it_per_attempt() {
+    let registry = Registry::new();
+    registry
+        .configure_retry(
+            "inv",
+            RetryConfig::builder()
+                .max_attempts(4)
+                .wait_duration(Duration::ZERO)
+                .retry_on_rejection(true)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    registry
+        .configure_bulkhead(
+            "inv",
+            BulkheadConfig::builder()
+                .max_concurrent_calls(1)
+                .max_wait_duration(Duration::ZERO)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    registry.set_precedence(Aspect::Retry, 50).unwrap();
+    let plan = registry.plan(&FIVE).unwrap();
+    let order: Vec<Aspect> = plan.guards().map(|(aspect, _)| aspect).collect();
+    assert_eq!(order[0], Aspect::Retry);
+    let bulkhead = registry.bulkhead("inv");
+
+    let held = bulkhead.try_acquire().unwrap();
+    let result: Result<(), CallError> = plan.call(|| Ok(()));
+    assert!(matches!(
+        result,
+        Err(CallError::Rejected(Rejected::BulkheadFull { .. }))
+    ));
+    // Each of the four attempts asked the bulkhead.
+    assert_eq!(bulkhead.metrics().rejected_calls(), 4);
+    drop(held);
+
+    let mut attempts = 0;
+    let result: Result<(), CallError> = plan.call(|| {
+        attempts += 1;
+        if attempts == 1 {
+            Err(CallError::Downstream("503"))
+        } else {
+            Ok(())
+        }
+    });
+    assert_eq!(result, Ok(()));
+    assert_eq!(bulkhead.metrics().permitted_calls(), 1 + 2);
+}
+
+#[test]
+fn a_retried_attempt_is_not_a_re_entry() {
+    let registry = registry_with_retry(2);
+    registry.set_reentrancy_policy(ReentrancyPolicy::Reject);
+    let plan = registry.plan(&FIVE).unwrap();
+    let mut attempts = 0;
+    let result: Result<(), CallError> = plan.call(|| {
+        attempts += 1;
+        if attempts == 1 {
+            Err(CallError::Downstream("503"))
+        } else {
+            Ok(())
+        }
+    });
+    assert_eq!(result, Ok(()));
+    assert_eq!(attempts, 2);
+}
+
+#[test]
+fn an_error_the_classification_ignores_is_not_retried() {
+    let registry = registry_with_retry(3);
+    let plan = registry
+        .plan(&[Guard::retry("inv"), Guard::circuit_breaker("inv")])
+        .unwrap();
+    let mut attempts = 0;
+    let status = plan.run(
+        || {
+            attempts += 1;
+            404
+        },
+        |status| {
+            if *status >= 500 {
+                resilience_runtime::CallOutcome::Failure
+            } else if *status >= 400 {
+                resilience_runtime::CallOutcome::Ignored
+            } else {
+                resilience_runtime::CallOutcome::Success
+            }
+        },
+    );
+    assert_eq!(status, Ok(404));
+    assert_eq!(attempts, 1);
+}
+
+#[test]
+fn a_sync_thread_sleeps_between_attempts_on_the_registrys_clock() {
+    let clock = resilience_runtime::ManualClock::new();
+    let registry = Arc::new(Registry::with_clock(clock.clone()));
+    registry
+        .configure_retry(
+            "inv",
+            RetryConfig::builder()
+                .max_attempts(2)
+                .wait_duration(Duration::from_secs(60))
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    let attempts = Arc::new(AtomicU32::new(0));
+    let caller = {
+        let (registry, attempts) = (Arc::clone(&registry), Arc::clone(&attempts));
+        std::thread::spawn(move || {
+            let plan = registry.plan(&[Guard::retry("inv")]).unwrap();
+            let result: Result<(), CallError> = plan.call(|| {
+                attempts.fetch_add(1, Ordering::SeqCst);
+                Err(CallError::Downstream("503"))
+            });
+            result
+        })
+    };
+    while attempts.load(Ordering::SeqCst) < 1 {
+        std::thread::yield_now();
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(attempts.load(Ordering::SeqCst), 1, "it waits for the clock");
+    clock.advance(Duration::from_secs(60));
+    assert!(caller.join().unwrap().is_err());
+    assert_eq!(attempts.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_async_retry_waits_on_tokio_time_with_exponential_backoff() {
+    let registry = Registry::new();
+    registry
+        .configure_retry(
+            "inv",
+            RetryConfig::builder()
+                .max_attempts(4)
+                .wait_duration(Duration::from_secs(1))
+                .exponential_backoff(2.0, Duration::from_secs(3))
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    let plan = registry.plan(&FIVE).unwrap();
+    let start = tokio::time::Instant::now();
+    let attempts = AtomicU32::new(0);
+    let result: Result<(), CallError> = plan
+        .call_async(|| async {
+            attempts.fetch_add(1, Ordering::SeqCst);
+            Err(CallError::Downstream("503"))
+        })
+        .await;
+    assert!(result.is_err());
+    assert_eq!(attempts.load(Ordering::SeqCst), 4);
+    // 1 s, then 2 s, then 3 s (4 s capped at the backoff's max_wait).
+    assert_eq!(start.elapsed(), Duration::from_secs(6));
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_a_call_while_it_waits_to_retry_ends_it_and_releases_its_guards() {
+    let registry = Registry::new();
+    registry
+        .configure_retry(
+            "inv",
+            RetryConfig::builder()
+                .max_attempts(3)
+                .wait_duration(Duration::from_secs(10))
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    let plan = registry.plan(&FIVE).unwrap();
+    let call = plan.call_async(|| async { Err::<(), _>(CallError::Downstream("503")) });
+    let gave_up = tokio::time::timeout(Duration::from_secs(5), call).await;
+    assert!(gave_up.is_err());
+    let bulkhead = registry.bulkhead("inv");
+    assert_eq!(
+        bulkhead.available_concurrent_calls(),
+        bulkhead.max_allowed_concurrent_calls()
+    );
+    assert_eq!(
+        registry.retry("inv").metrics(),
+        Default::default(),
+        "an abandoned call is not counted"
+    );
+}
+
+fn time_limit(registry: &Registry, timeout: Duration, cancel: bool) {
+    registry
+        .configure_time_limiter(
+            "inv",
+            TimeLimiterConfig::builder()
+                .timeout_duration(timeout)
+                .cancel_running_future(cancel)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_attempt_is_cut_off_recorded_as_a_failure_and_retried() {
+    let registry = registry_with_retry(2);
+    time_limit(&registry, Duration::from_millis(100), true);
+    let plan = registry.plan(&FIVE).unwrap();
+    let attempts = AtomicU32::new(0);
+    let result: Result<u32, CallError> = plan
+        .call_async(|| async {
+            if attempts.fetch_add(1, Ordering::SeqCst) == 0 {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+            Ok(7)
+        })
+        .await;
+    assert_eq!(result, Ok(7));
+    assert_eq!(attempts.load(Ordering::SeqCst), 2);
+    let breaker = registry.circuit_breaker("inv").metrics();
+    assert_eq!(
+        breaker.number_of_failed_calls(),
+        1,
+        "a time-out is a failure for the breaker outside the time limiter"
+    );
+    assert_eq!(breaker.number_of_successful_calls(), 1);
+    let limited = registry.time_limiter("inv").metrics();
+    assert_eq!(limited.number_of_timed_out_calls(), 1);
+    assert_eq!(limited.number_of_successful_calls(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_time_out_ends_the_call_with_timed_out_and_releases_the_guards_inside() {
+    let registry = Registry::new();
+    time_limit(&registry, Duration::from_millis(100), true);
+    // The bulkhead moved inside the time limiter.
+    registry.set_precedence(Aspect::Bulkhead, 600).unwrap();
+    let plan = registry
+        .plan(&[Guard::time_limiter("inv"), Guard::bulkhead("inv")])
+        .unwrap();
+    let bulkhead = registry.bulkhead("inv");
+    let result: Result<(), CallError> = plan
+        .call_async(|| async {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            Ok(())
+        })
+        .await;
+    match result {
+        Err(CallError::Rejected(Rejected::TimedOut { name, timeout, .. })) => {
+            assert_eq!(name, "inv");
+            assert_eq!(timeout, Duration::from_millis(100));
+        }
+        other => panic!("expected a time-out, got {other:?}"),
+    }
+    assert_eq!(
+        bulkhead.available_concurrent_calls(),
+        bulkhead.max_allowed_concurrent_calls()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_cancelling_a_slow_call_finishes_with_its_result_and_is_reported() {
+    let registry = Registry::new();
+    time_limit(&registry, Duration::from_millis(100), false);
+    let plan = registry.plan(&[Guard::time_limiter("inv")]).unwrap();
+    let result: Result<u32, CallError> = plan
+        .call_async(|| async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            Ok(3)
+        })
+        .await;
+    assert_eq!(result, Ok(3));
+    let limited = registry.time_limiter("inv").metrics();
+    assert_eq!(limited.number_of_timed_out_calls(), 1);
+    assert_eq!(limited.number_of_successful_calls(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_time_limiter_outside_the_retry_bounds_all_the_attempts_together() {
+    let registry = Registry::new();
+    registry
+        .configure_retry(
+            "inv",
+            RetryConfig::builder()
+                .max_attempts(10)
+                .wait_duration(Duration::from_millis(40))
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    time_limit(&registry, Duration::from_millis(100), true);
+    registry.set_precedence(Aspect::TimeLimiter, 250).unwrap();
+    let plan = registry
+        .plan(&[Guard::retry("inv"), Guard::time_limiter("inv")])
+        .unwrap();
+    let attempts = AtomicU32::new(0);
+    let result: Result<(), CallError> = plan
+        .call_async(|| async {
+            attempts.fetch_add(1, Ordering::SeqCst);
+            tokio::task::yield_now().await;
+            Err(CallError::Downstream("503"))
+        })
+        .await;
+    assert!(matches!(
+        result,
+        Err(CallError::Rejected(Rejected::TimedOut { .. }))
+    ));
+    // Attempts at 0, 40 and 80 ms; the time-out at 100 ms ends the wait for the fourth.
+    assert_eq!(attempts.load(Ordering::SeqCst), 3);
+}
+
+#[test]
+fn a_sync_call_passes_through_its_time_limiter() {
+    let registry = Registry::new();
+    time_limit(&registry, Duration::from_nanos(1), true);
+    let plan = registry.plan(&[Guard::time_limiter("inv")]).unwrap();
+    let result: Result<u32, CallError> = plan.call(|| {
+        std::thread::sleep(Duration::from_millis(2));
+        Ok(1)
+    });
+    assert_eq!(result, Ok(1));
+    assert_eq!(
+        registry
+            .time_limiter("inv")
+            .metrics()
+            .number_of_successful_calls(),
+        1
+    );
+}
+
+#[test]
+fn a_future_given_as_it_is_makes_one_attempt() {
+    let registry = registry_with_retry(3);
+    let plan = registry.plan(&FIVE).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let result: Result<(), CallError> =
+        runtime.block_on(plan.call_future(async { Err(CallError::Downstream("503")) }));
+    assert_eq!(result, Err(CallError::Downstream("503")));
+    let metrics = registry.retry("inv").metrics();
+    assert_eq!(metrics.number_of_failed_calls_without_retry_attempt(), 1);
+}
