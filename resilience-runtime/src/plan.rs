@@ -386,15 +386,6 @@ impl Plan {
         !self.wrappers.is_empty()
     }
 
-    /// The number of gates before the first wrapper: all of them in a plan without one.
-    #[inline(always)]
-    pub(crate) fn outer_gates(&self) -> usize {
-        match self.wrappers.first() {
-            None => self.steps.len(),
-            Some((gates, _)) => *gates,
-        }
-    }
-
     /// Segment `index` of the plan run as nested segments (0 is the outermost; there is one
     /// more segment than there are wrappers).
     pub(crate) fn segment(&self, index: usize) -> Segment<'_> {

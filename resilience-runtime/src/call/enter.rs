@@ -23,11 +23,17 @@ enum Mode {
 }
 
 impl Plan {
-    /// [`enter`](Plan::enter), writing the permits into `held`: the gates outside every
-    /// wrapper (all of them in a plan without one).
+    /// [`enter`](Plan::enter), writing the permits into `held`: every gate of a plan without
+    /// wrappers.
     #[inline]
     pub(crate) fn enter_into<'a>(&'a self, held: &mut Held<'a>) -> Result<(), Rejected> {
-        self.enter_gates(0..self.outer_gates(), held)
+        debug_assert!(
+            !self.has_wrappers(),
+            "a plan with wrappers runs as segments"
+        );
+        let next = self.enter_from(0, Whole, held, Mode::Block)?;
+        debug_assert!(next.is_none(), "a blocking entry never stops at a gate");
+        Ok(())
     }
 
     /// Enters the gates `steps[gates]` (one segment), blocking the thread while one makes the
@@ -39,15 +45,32 @@ impl Plan {
         gates: Range<usize>,
         held: &mut Held<'a>,
     ) -> Result<(), Rejected> {
-        let next = self.enter_from(gates.start, gates, held, Mode::Block)?;
+        let part = Part {
+            start: gates.start,
+            end: gates.end,
+        };
+        let next = self.enter_from(gates.start, part, held, Mode::Block)?;
         debug_assert!(next.is_none(), "a blocking entry never stops at a gate");
         Ok(())
     }
 
-    /// [`enter_async`](Plan::enter_async), writing the permits into `held`.
+    /// [`enter_async`](Plan::enter_async), writing the permits into `held`: every gate of a
+    /// plan without wrappers.
     #[inline]
-    pub(crate) fn enter_async_into<'c, 'a>(&'a self, held: &'c mut Held<'a>) -> EnterAsync<'c, 'a> {
-        self.enter_gates_async(0..self.outer_gates(), held)
+    pub(crate) fn enter_async_into<'c, 'a>(
+        &'a self,
+        held: &'c mut Held<'a>,
+    ) -> EnterAsync<'c, 'a, Whole> {
+        debug_assert!(
+            !self.has_wrappers(),
+            "a plan with wrappers runs as segments"
+        );
+        EnterAsync {
+            plan: self,
+            span: Whole,
+            held: Some(held),
+            wait: None,
+        }
     }
 
     /// Enters the gates `steps[gates]` (one segment), waiting asynchronously while one makes
@@ -57,10 +80,13 @@ impl Plan {
         &'a self,
         gates: Range<usize>,
         held: &'c mut Held<'a>,
-    ) -> EnterAsync<'c, 'a> {
+    ) -> EnterAsync<'c, 'a, Part> {
         EnterAsync {
             plan: self,
-            gates,
+            span: Part {
+                start: gates.start,
+                end: gates.end,
+            },
             held: Some(held),
             wait: None,
         }
@@ -71,10 +97,10 @@ impl Plan {
     /// wait (nothing taken there, the gates before it held); `None` once every gate admitted
     /// the call. On a rejection, `held` holds none of the segment's gates.
     #[inline(always)]
-    fn enter_from<'a>(
+    fn enter_from<'a, S: Span>(
         &'a self,
         from: usize,
-        gates: Range<usize>,
+        span: S,
         held: &mut Held<'a>,
         mode: Mode,
     ) -> Result<Option<usize>, Rejected> {
@@ -83,16 +109,16 @@ impl Plan {
         }
         // Most calls are not nested in another guarded call: then no gate needs the check.
         let nested = self.policy() != ReentrancyPolicy::Allow && chain_is_busy();
-        let steps = &self.steps()[..gates.end];
+        let steps = &self.steps()[..span.end(self)];
         for (index, step) in steps.iter().enumerate().skip(from) {
-            if nested && !self.admit_reentry(step, gates.start, held)? {
+            if nested && !self.admit_reentry(step, span.start(), held)? {
                 continue;
             }
             let entered = match_step!(step, gate => enter_one(&**gate, held, mode));
             match entered {
                 Ok(Entry::Entered) => {}
                 Ok(Entry::MustWait) => return Ok(Some(index)),
-                Err(rejected) => return Err(self.refused(gates.start, held, rejected)),
+                Err(rejected) => return Err(self.refused(span.start(), held, rejected)),
             }
         }
         Ok(None)
@@ -101,43 +127,48 @@ impl Plan {
     /// A gate of the segment starting at `steps[start]` refused the call: the segment's gates
     /// held see the rejection and are released. The outermost segment holds nothing outside
     /// it, so all of `held` goes (the common case, a plan without wrappers).
-    #[cold]
+    #[inline(always)]
     fn refused(&self, start: usize, held: &mut Held<'_>, rejected: Rejected) -> Rejected {
         if start == 0 {
             held.rejected(rejected)
         } else {
-            held.rejected_segment(&self.steps()[start..], &rejected);
-            rejected
+            self.refused_inside(start, held, rejected)
         }
+    }
+
+    #[cold]
+    fn refused_inside(&self, start: usize, held: &mut Held<'_>, rejected: Rejected) -> Rejected {
+        held.rejected_segment(&self.steps()[start..], &rejected);
+        rejected
     }
 
     /// [`enter_waiting`](Self::enter_waiting), boxed: only a call that waits pays for its
     /// state (a queue place, a timer).
     #[cold]
     #[inline(never)]
-    fn wait_from<'c, 'a>(
+    fn wait_from<'c, 'a, S: Span>(
         &'a self,
         from: usize,
-        gates: Range<usize>,
+        span: S,
         held: &'c mut Held<'a>,
     ) -> Waiting<'c> {
-        Box::pin(self.enter_waiting(from, gates, held))
+        Box::pin(self.enter_waiting(from, span, held))
     }
 
     /// The rest of an asynchronous entry from the gate `steps[from]`, which made the call
     /// wait: waits for it, then asks the gates after it in the segment `gates`.
-    async fn enter_waiting<'a>(
+    async fn enter_waiting<'a, S: Span>(
         &'a self,
         mut from: usize,
-        gates: Range<usize>,
+        span: S,
         held: &mut Held<'a>,
     ) -> Result<(), Rejected> {
         loop {
             let waited = match_step!(&self.steps()[from], gate => wait_one(&**gate, held).await);
             if let Err(rejected) = waited {
-                return Err(self.refused(gates.start, held, rejected));
+                return Err(self.refused(span.start(), held, rejected));
             }
-            match self.enter_from(from + 1, gates.clone(), held, Mode::Stop)? {
+            match self.enter_from(from + 1, span, held, Mode::Stop)? {
                 None => return Ok(()),
                 Some(next) => from = next,
             }
@@ -166,6 +197,48 @@ impl Plan {
             }
             ReentrancyPolicy::PassThrough | ReentrancyPolicy::Allow => Ok(false),
         }
+    }
+}
+
+/// Which gates of a plan an entry asks: every one ([`Whole`], a plan without wrappers: nothing
+/// to store or compare) or one segment ([`Part`]).
+pub(crate) trait Span: Copy + Unpin + Send + Sync + 'static {
+    /// The first gate's index.
+    fn start(self) -> usize;
+    /// One past the last gate's index.
+    fn end(self, plan: &Plan) -> usize;
+}
+
+/// Every gate of the plan.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Whole;
+
+impl Span for Whole {
+    #[inline(always)]
+    fn start(self) -> usize {
+        0
+    }
+    #[inline(always)]
+    fn end(self, plan: &Plan) -> usize {
+        plan.steps().len()
+    }
+}
+
+/// The gates `start..end` of the plan: one segment.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Part {
+    start: usize,
+    end: usize,
+}
+
+impl Span for Part {
+    #[inline(always)]
+    fn start(self) -> usize {
+        self.start
+    }
+    #[inline(always)]
+    fn end(self, _plan: &Plan) -> usize {
+        self.end
     }
 }
 
@@ -199,10 +272,10 @@ async fn wait_one<'a, G: HeldSlot>(gate: &'a G, held: &mut Held<'a>) -> Result<(
 /// and is ready unless a gate makes the call wait: only then does it box the wait (a queue
 /// place, a timer) and poll that. Calls that never wait (the common case) pay for no nested
 /// state machine, and the future of every guarded call stays small.
-pub(crate) struct EnterAsync<'c, 'a> {
+pub(crate) struct EnterAsync<'c, 'a, S> {
     plan: &'a Plan,
-    /// The segment entered.
-    gates: Range<usize>,
+    /// The gates entered.
+    span: S,
     /// Where the permits go; taken by the first poll.
     held: Option<&'c mut Held<'a>>,
     /// The wait for a gate, then for the gates after it.
@@ -212,7 +285,7 @@ pub(crate) struct EnterAsync<'c, 'a> {
 /// The boxed wait of an asynchronous entry (see [`Plan::enter_waiting`]).
 type Waiting<'c> = Pin<Box<dyn Future<Output = Result<(), Rejected>> + Send + 'c>>;
 
-impl Future for EnterAsync<'_, '_> {
+impl<S: Span> Future for EnterAsync<'_, '_, S> {
     type Output = Result<(), Rejected>;
 
     // Inlined into the guarded call's own future, whose first poll it is: the state is read
@@ -222,14 +295,11 @@ impl Future for EnterAsync<'_, '_> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         if let Some(held) = this.held.take() {
-            let gates = this.gates.clone();
-            match this
-                .plan
-                .enter_from(gates.start, gates.clone(), held, Mode::Stop)
-            {
+            let span = this.span;
+            match this.plan.enter_from(span.start(), span, held, Mode::Stop) {
                 Ok(None) => return Poll::Ready(Ok(())),
                 Err(rejected) => return Poll::Ready(Err(rejected)),
-                Ok(Some(step)) => this.wait = Some(this.plan.wait_from(step, gates, held)),
+                Ok(Some(step)) => this.wait = Some(this.plan.wait_from(step, span, held)),
             }
         }
         let Some(wait) = &mut this.wait else {
