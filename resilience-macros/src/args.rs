@@ -14,7 +14,9 @@ use syn::{Expr, ExprLit, ExprPath, Ident, Lit, LitStr, Path, Token};
 pub(crate) enum Kind {
     Bulkhead,
     RateLimiter,
+    Retry,
     CircuitBreaker,
+    TimeLimiter,
 }
 
 /// Everything the macros know of one aspect: its row of the table.
@@ -27,11 +29,17 @@ pub(crate) struct Row {
 
 impl Kind {
     /// Every kind, for matching attribute paths.
-    const ALL: [Kind; 3] = [Kind::Bulkhead, Kind::RateLimiter, Kind::CircuitBreaker];
+    const ALL: [Kind; 5] = [
+        Kind::Bulkhead,
+        Kind::RateLimiter,
+        Kind::Retry,
+        Kind::CircuitBreaker,
+        Kind::TimeLimiter,
+    ];
 
     /// The aspect table: one row per aspect.
     pub(crate) const fn row(self) -> Row {
-        use Key::{Crate, Fallback, FallbackOnError, Ignore, Name, Record};
+        use Key::{Crate, Fallback, FallbackOnError, Ignore, Name, Record, RetryOn};
         match self {
             Kind::Bulkhead => Row {
                 attr: "bulkhead",
@@ -41,9 +49,17 @@ impl Kind {
                 attr: "rate_limiter",
                 keys: &[Name, Fallback, FallbackOnError, Crate],
             },
+            Kind::Retry => Row {
+                attr: "retry",
+                keys: &[Name, RetryOn, Fallback, FallbackOnError, Crate],
+            },
             Kind::CircuitBreaker => Row {
                 attr: "circuit_breaker",
                 keys: &[Name, Ignore, Record, Fallback, FallbackOnError, Crate],
+            },
+            Kind::TimeLimiter => Row {
+                attr: "time_limiter",
+                keys: &[Name, Fallback, FallbackOnError, Crate],
             },
         }
     }
@@ -64,6 +80,15 @@ impl Kind {
         self.row().attr
     }
 
+    /// Whether the aspect wraps the rest of the call (runs it again, bounds it) rather than
+    /// admitting it.
+    pub(crate) fn is_wrapper(self) -> bool {
+        match self {
+            Kind::Retry | Kind::TimeLimiter => true,
+            Kind::Bulkhead | Kind::RateLimiter | Kind::CircuitBreaker => false,
+        }
+    }
+
     fn takes(self, key: Key) -> bool {
         self.row().keys.contains(&key)
     }
@@ -82,17 +107,20 @@ pub(crate) enum Key {
     Ignore,
     /// `record = path`: errors a breaker records as failures.
     Record,
+    /// `retry_on = path`: errors a retry retries.
+    RetryOn,
     /// `crate = "path"`: where `resilience_runtime` is.
     Crate,
 }
 
 impl Key {
-    const ALL: [Key; 6] = [
+    const ALL: [Key; 7] = [
         Key::Name,
         Key::Fallback,
         Key::FallbackOnError,
         Key::Ignore,
         Key::Record,
+        Key::RetryOn,
         Key::Crate,
     ];
 
@@ -107,6 +135,7 @@ impl Key {
             Key::FallbackOnError => "fallback_on_error",
             Key::Ignore => "ignore",
             Key::Record => "record",
+            Key::RetryOn => "retry_on",
             Key::Crate => "crate",
         }
     }
@@ -119,6 +148,7 @@ impl Key {
             Key::FallbackOnError => "true",
             Key::Ignore => "is_client_error",
             Key::Record => "is_transient",
+            Key::RetryOn => "is_transient",
             Key::Crate => "\"my_resilience\"",
         }
     }
@@ -130,6 +160,10 @@ impl Key {
             (Key::Ignore | Key::Record, Some(owner)) if owner != kind => format!(
                 " (`{}` chooses what a breaker records: give it on `#[{}]`)",
                 self.as_str(),
+                owner.attr_name()
+            ),
+            (Key::RetryOn, Some(owner)) if owner != kind => format!(
+                " (`retry_on` chooses which errors a retry retries: give it on `#[{}]`)",
                 owner.attr_name()
             ),
             _ => String::new(),
@@ -156,6 +190,7 @@ pub(crate) struct AspectArgs {
     pub(crate) fallback_on_error: Option<Ident>,
     pub(crate) ignore: Option<PathArg>,
     pub(crate) record: Option<PathArg>,
+    pub(crate) retry_on: Option<PathArg>,
     pub(crate) krate: Option<PathArg>,
 }
 
@@ -173,6 +208,7 @@ fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<Asp
     let mut fallback_on_error = None;
     let mut ignore = None;
     let mut record = None;
+    let mut retry_on = None;
     let mut krate = None;
     let mut seen: Vec<Ident> = Vec::new();
 
@@ -259,6 +295,7 @@ fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<Asp
             Key::Fallback => fallback = Some(path_arg(kind, which, &key, &value)?),
             Key::Ignore => ignore = Some(path_arg(kind, which, &key, &value)?),
             Key::Record => record = Some(path_arg(kind, which, &key, &value)?),
+            Key::RetryOn => retry_on = Some(path_arg(kind, which, &key, &value)?),
         }
         seen.push(key);
         if input.is_empty() {
@@ -284,6 +321,7 @@ fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<Asp
         fallback_on_error,
         ignore,
         record,
+        retry_on,
         krate,
     })
 }

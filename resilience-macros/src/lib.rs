@@ -194,5 +194,120 @@ pub fn circuit_breaker(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::attribute(Kind::CircuitBreaker, args.into(), item.into()).into()
 }
 
+/// Runs a function (or every method of an impl block that returns a `Result`) through the
+/// retry `name`: a call that fails is made again, up to the retry's `max_attempts`, waiting
+/// between attempts as its configuration says.
+///
+/// | argument | meaning |
+/// |---|---|
+/// | `name = "inventory"` | the retry instance (required), configured in the registry |
+/// | `retry_on = path` | `fn(&E) -> bool`: the errors that are retried. Default: every `Err` |
+/// | `fallback = path` | called with the same arguments and the `Rejected` when the call is refused (see `#[bulkhead]`) |
+/// | `fallback_on_error = true` | the fallback also handles the function's `Err`, receiving `E` (see `#[bulkhead]`) |
+/// | `crate = "path"` | where `resilience_runtime` is, if the dependency is renamed |
+///
+/// Stacked with the other aspects in any order, it runs at precedence 300 by default: inside
+/// the bulkhead and the rate limiter (which admit the call once, so a retry never adds to the
+/// load they shed) and outside the circuit breaker and the time limiter (each attempt is
+/// recorded by the breaker and bounded by the time limiter). A refusal by a guard inside the
+/// retry ends the call unless the retry's `retry_on_rejection` is set; a time-out is retried.
+///
+/// Each attempt runs the body again: arguments taken by reference are reused, arguments taken
+/// by value are cloned per attempt (their type must be `Clone`), and the function keeps the
+/// originals, so a fallback still receives them. A sync function sleeps its thread between
+/// attempts; an `async fn` sleeps on the timer, and dropping its future ends the call.
+///
+/// ```
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// use std::time::Duration;
+/// use resilience_runtime::{retry, Registry, Rejected, RetryConfig};
+///
+/// #[derive(Debug, PartialEq)]
+/// enum InvError { Busy, Gone, Rejected(Rejected) }
+/// impl From<Rejected> for InvError {
+///     fn from(r: Rejected) -> Self { InvError::Rejected(r) }
+/// }
+///
+/// fn is_transient(e: &InvError) -> bool {
+///     matches!(e, InvError::Busy)
+/// }
+///
+/// static ATTEMPTS: AtomicU32 = AtomicU32::new(0);
+///
+/// #[retry(name = "inventory", retry_on = is_transient)]
+/// fn reserve(sku: String) -> Result<String, InvError> {
+///     match ATTEMPTS.fetch_add(1, Ordering::SeqCst) {
+///         0 => Err(InvError::Busy),
+///         _ => Ok(format!("hold:{sku}")),
+///     }
+/// }
+///
+/// Registry::global().configure_retry("inventory", RetryConfig::builder()
+///     .max_attempts(3)
+///     .wait_duration(Duration::from_millis(1))
+///     .build()?)?;
+/// assert_eq!(reserve("book".into()), Ok("hold:book".into()));
+/// assert_eq!(ATTEMPTS.load(Ordering::SeqCst), 2);
+/// # Ok::<(), resilience_runtime::ConfigError>(())
+/// ```
+#[proc_macro_attribute]
+pub fn retry(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::attribute(Kind::Retry, args.into(), item.into()).into()
+}
+
+/// Bounds an `async fn` (or every async method of an impl block that returns a `Result`)
+/// with the time limiter `name`: a call that takes longer than its `timeout_duration` is cut
+/// off (its future dropped, releasing every guard inside it) and ends with
+/// `Rejected::TimedOut`.
+///
+/// | argument | meaning |
+/// |---|---|
+/// | `name = "inventory"` | the time limiter instance (required), configured in the registry |
+/// | `fallback = path` | called with the same arguments and the `Rejected` when the call is refused or cut off (its arguments are cloned before the call: it needs them after the body took them) |
+/// | `fallback_on_error = true` | the fallback also handles the function's `Err`, receiving `E` (see `#[bulkhead]`) |
+/// | `crate = "path"` | where `resilience_runtime` is, if the dependency is renamed |
+///
+/// It runs at precedence 500 by default, inside everything else: each attempt of a retry is
+/// bounded on its own, and a circuit breaker outside records a time-out as a failure (whatever
+/// its `record_rejections` says: a time-out means the dependency was too slow).
+///
+/// Only on an `async fn`: a thread cannot be cancelled, so on a sync function it is a compile
+/// error. Bound a sync call with a bulkhead's `max_wait_duration` and a timeout inside the body.
+///
+/// ```
+/// use std::time::Duration;
+/// use resilience_runtime::{time_limiter, Registry, Rejected, TimeLimiterConfig};
+///
+/// #[derive(Debug)]
+/// enum InvError { Rejected(Rejected) }
+/// impl From<Rejected> for InvError {
+///     fn from(r: Rejected) -> Self { InvError::Rejected(r) }
+/// }
+///
+/// #[time_limiter(name = "lookup")]
+/// async fn lookup(sku: u32) -> Result<u32, InvError> {
+///     tokio::time::sleep(Duration::from_secs(60)).await;
+///     Ok(sku)
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), resilience_runtime::ConfigError> {
+/// Registry::global().configure_time_limiter("lookup", TimeLimiterConfig::builder()
+///     .timeout_duration(Duration::from_millis(200))
+///     .build()?)?;
+/// match lookup(7).await {
+///     Err(InvError::Rejected(Rejected::TimedOut { timeout, .. })) => {
+///         assert_eq!(timeout, Duration::from_millis(200));
+///     }
+///     other => panic!("expected a time-out, got {other:?}"),
+/// }
+/// # Ok(())
+/// # }
+/// ```
+#[proc_macro_attribute]
+pub fn time_limiter(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::attribute(Kind::TimeLimiter, args.into(), item.into()).into()
+}
+
 #[cfg(test)]
 mod snapshots;

@@ -331,6 +331,52 @@ fn stacked_three_gates_breaker_first() -> syn::Result<()> {
     Ok(())
 }
 
+/// All five aspects, written in default precedence order: the whole plan runs in the runtime
+/// as nested segments, the body made once per attempt, its by-value argument cloned for each.
+#[test]
+fn stacked_five_aspects_bulkhead_first() -> syn::Result<()> {
+    let file = snapshot!(Kind::Bulkhead, (name = "inventory"), {
+        #[rate_limiter(name = "inventory")]
+        #[retry(name = "inventory", retry_on = InvError::is_transient)]
+        #[circuit_breaker(name = "inventory")]
+        #[time_limiter(name = "inventory")]
+        pub async fn reserve(sku: Sku, quantity: &u32) -> Result<Hold, InvError> {
+            warehouse::reserve(sku, *quantity).await
+        }
+    });
+    assert_guarded(&file);
+    Ok(())
+}
+
+/// The same five written inside out: the same guarded body, the guards listed in this order.
+#[test]
+fn stacked_five_aspects_time_limiter_first() -> syn::Result<()> {
+    let file = snapshot!(Kind::TimeLimiter, (name = "inventory"), {
+        #[circuit_breaker(name = "inventory")]
+        #[retry(name = "inventory", retry_on = InvError::is_transient)]
+        #[rate_limiter(name = "inventory")]
+        #[bulkhead(name = "inventory")]
+        pub async fn reserve(sku: Sku, quantity: &u32) -> Result<Hold, InvError> {
+            warehouse::reserve(sku, *quantity).await
+        }
+    });
+    assert_guarded(&file);
+    Ok(())
+}
+
+/// A sync function with a retry: the body is a closure made again per attempt; a `&mut`
+/// argument is reborrowed for each.
+#[test]
+fn retry_sync_fn() -> syn::Result<()> {
+    let file = snapshot!(Kind::Retry, (name = "ledger"), {
+        pub fn append(entry: Entry, log: &mut Log) -> Result<(), LedgerError> {
+            log.append(entry)
+        }
+    });
+    assert_guarded(&file);
+    Ok(())
+}
+
 /// A function that does not return a `Result`: a rejection goes to the fallback, which
 /// receives the same arguments and the rejection.
 #[test]

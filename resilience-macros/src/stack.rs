@@ -19,7 +19,18 @@ pub(crate) struct Stack {
 impl Stack {
     /// The `ignore` / `record` predicates (only a circuit breaker takes them).
     pub(crate) fn breaker(&self) -> Option<&AspectArgs> {
-        self.aspects.iter().find(|a| a.kind == Kind::CircuitBreaker)
+        self.of(Kind::CircuitBreaker)
+    }
+
+    /// The aspect of `kind`, if it is in the stack.
+    pub(crate) fn of(&self, kind: Kind) -> Option<&AspectArgs> {
+        self.aspects.iter().find(|a| a.kind == kind)
+    }
+
+    /// Whether an aspect wraps the rest of the call (a retry, a time limiter): then the call
+    /// runs as nested segments.
+    pub(crate) fn has_wrapper(&self) -> bool {
+        self.aspects.iter().any(|a| a.kind.is_wrapper())
     }
 }
 

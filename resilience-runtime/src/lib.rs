@@ -60,12 +60,14 @@ pub(crate) fn next_instance_id() -> u64 {
 }
 
 #[doc(inline)]
-pub use resilience_macros::{bulkhead, circuit_breaker, rate_limiter};
+pub use resilience_macros::{bulkhead, circuit_breaker, rate_limiter, retry, time_limiter};
 
 /// What the attribute macros expand to. Not a public API: names here change without notice.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::call::{Entered, GuardedCall};
+    pub use crate::call::{
+        run_wrapped, run_wrapped_async, run_wrapped_future, Entered, GuardedCall,
+    };
     pub use crate::call_site::{CallSite, CallSiteEntry};
     pub use crate::error::Rejected;
     pub use crate::outcome::CallOutcome;
@@ -87,6 +89,46 @@ pub mod __private {
             Err(e) if ignore(e) => CallOutcome::Ignored,
             Err(e) if record(e) => CallOutcome::Failure,
             Err(_) => CallOutcome::Success,
+        }
+    }
+
+    /// Whether a guarded function's result is an `Err` (a failure for its time limiter and,
+    /// without `retry_on`, one its retry retries).
+    #[inline]
+    pub fn is_err<T, E>(result: &Result<T, E>) -> bool {
+        result.is_err()
+    }
+
+    /// Whether a retry retries `result`: an `Err` that `retry_on` accepts.
+    #[inline]
+    pub fn retry_on<T, E>(result: &Result<T, E>, retry_on: impl FnOnce(&E) -> bool) -> bool {
+        match result {
+            Ok(_) => false,
+            Err(e) => retry_on(e),
+        }
+    }
+
+    /// A clone of a by-value argument for one more attempt of a `#[retry]` function.
+    #[inline]
+    pub fn again<T: Again>(value: &T) -> T {
+        value.again()
+    }
+
+    /// An argument a retried function takes by value: every `T: Clone`.
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` is taken by value, and `#[retry]` runs the body again with a clone of it",
+        label = "not `Clone`: each attempt needs its own",
+        note = "implement or derive `Clone` for `{Self}`, or take the argument by reference"
+    )]
+    pub trait Again {
+        /// The value for the next attempt.
+        fn again(&self) -> Self;
+    }
+
+    impl<T: Clone> Again for T {
+        #[inline]
+        fn again(&self) -> Self {
+            self.clone()
         }
     }
 

@@ -31,6 +31,7 @@ pub(super) fn ending(
     output: &Type,
     returns_result: bool,
     is_async: bool,
+    moves_arguments: bool,
     names: &Names,
 ) -> syn::Result<Ending> {
     let krate = &stack.krate;
@@ -65,7 +66,10 @@ pub(super) fn ending(
     }
 
     // The arguments the fallback receives: as they are on a rejection (the call never took
-    // them); cloned before the call when the fallback also handles errors.
+    // them); cloned before the call when the fallback also handles errors, or when the call
+    // takes them before a guard can still refuse it (a time limiter's body future owns its
+    // arguments, and the time-out comes after).
+    let clone_arguments = on_error || moves_arguments;
     let mut args: Vec<TokenStream> = Vec::new();
     let mut prelude = TokenStream::new();
     let mut has_receiver = false;
@@ -73,12 +77,16 @@ pub(super) fn ending(
         let (name, by_reference) = match input {
             FnArg::Receiver(receiver) => {
                 has_receiver = true;
-                if on_error && receiver.mutability.is_some() && receiver.reference.is_some() {
-                    return Err(syn::Error::new_spanned(
-                        receiver,
+                if clone_arguments && receiver.mutability.is_some() && receiver.reference.is_some()
+                {
+                    let message = if on_error {
                         "`fallback_on_error` cannot hand `&mut self` to the fallback after the \
-                         call used it; take `&self`, or drop `fallback_on_error`",
-                    ));
+                         call used it; take `&self`, or drop `fallback_on_error`"
+                    } else {
+                        "a fallback cannot receive `&mut self` after a time limiter cut off the \
+                         call that borrowed it; take `&self`, or handle `Rejected` in the caller"
+                    };
+                    return Err(syn::Error::new_spanned(receiver, message));
                 }
                 (quote!(self), receiver.reference.is_some())
             }
@@ -96,7 +104,7 @@ pub(super) fn ending(
                 }
             },
         };
-        if on_error && !by_reference {
+        if clone_arguments && !by_reference {
             let copy = Ident::new(&format!("__fallback_arg{index}"), Span::mixed_site());
             let span = input.span();
             prelude.extend(quote_spanned! {span=>

@@ -12,6 +12,8 @@ use crate::stack::Stack;
 
 use super::fallback::{ending, Ending};
 use super::types::{async_trait_body, async_trait_body_mut, future_output, is_result, return_hint};
+use super::wrapped::{wrapped_body, Body, Parts};
+use crate::args::Kind;
 
 /// Whether a method's call produces a `Result` (directly, from an `async fn`, or from the
 /// future `#[async_trait]` leaves).
@@ -96,6 +98,15 @@ pub(super) fn guard_fn(
         (Shape::Sync, declared.clone())
     };
 
+    if matches!(shape, Shape::Sync) && stack.of(Kind::TimeLimiter).is_some() {
+        return Err(syn::Error::new_spanned(
+            sig.fn_token,
+            "`#[time_limiter]` bounds an `async fn`: a thread cannot be cancelled, so a sync \
+             call would run to its end whatever the timeout; make the function `async`, or \
+             bound it with a bulkhead's `max_wait_duration` and a timeout inside the body",
+        ));
+    }
+
     let returns_result = is_result(&output);
     if !returns_result && stack.fallback.is_none() {
         let message = format!(
@@ -132,7 +143,38 @@ pub(super) fn guard_fn(
         prelude,
         on_rejected,
         finish,
-    } = ending(stack, sig, &output, returns_result, is_async, &names)?;
+    } = ending(
+        stack,
+        sig,
+        &output,
+        returns_result,
+        is_async,
+        moves_arguments(stack),
+        &names,
+    )?;
+    if stack.has_wrapper() {
+        let parts = Parts {
+            prelude: &prelude,
+            classify: &classify,
+            on_rejected: &on_rejected,
+            finish: &finish,
+            returns_result,
+        };
+        return wrapped_fn(
+            stack,
+            sig,
+            attrs,
+            vis,
+            defaultness,
+            block,
+            imports,
+            shape,
+            &output,
+            &parts,
+            &names,
+            &register,
+        );
+    }
     let krate = &stack.krate;
     let private = quote!(#krate::__private);
     let Names {
@@ -221,6 +263,90 @@ pub(super) fn guard_fn(
             };
             let original = inner.clone();
             let body = async_body(original.to_token_stream());
+            *inner = ExprAsync {
+                attrs: Vec::new(),
+                async_token: original.async_token,
+                capture: original.capture,
+                block: syn::parse_quote! {{ #body }},
+            };
+            let stmts = &rewritten.stmts;
+            quote! {
+                #register
+                #(#stmts)*
+            }
+        }
+    };
+    Ok(quote! {
+        #(#outer_attrs)*
+        #vis #defaultness #sig {
+            #(#inner_attrs)*
+            #imports
+            #body
+        }
+    })
+}
+
+/// Whether the body takes the function's arguments before a guard can still refuse the call:
+/// a time limiter without a retry runs a future made once, which owns them (with a retry,
+/// each attempt clones them and the function keeps the originals).
+fn moves_arguments(stack: &Stack) -> bool {
+    stack.has_wrapper() && stack.of(Kind::Retry).is_none()
+}
+
+/// The guarded function of a stack with a wrapper: the runtime runs the whole plan, making
+/// the body once per attempt.
+#[allow(clippy::too_many_arguments)]
+fn wrapped_fn(
+    stack: &Stack,
+    sig: &Signature,
+    attrs: &[Attribute],
+    vis: &Visibility,
+    defaultness: TokenStream,
+    block: &Block,
+    imports: &TokenStream,
+    shape: Shape,
+    output: &Type,
+    parts: &Parts<'_>,
+    names: &Names,
+    register: &TokenStream,
+) -> syn::Result<TokenStream> {
+    let (inner_attrs, outer_attrs): (Vec<&Attribute>, Vec<&Attribute>) = attrs
+        .iter()
+        .partition(|a| matches!(a.style, AttrStyle::Inner(_)));
+    let stmts = &block.stmts;
+    let hint = return_hint(output);
+    let body = match shape {
+        Shape::Sync => {
+            let body = wrapped_body(
+                stack,
+                sig,
+                Body::Sync(quote!(#hint #(#stmts)*)),
+                parts,
+                names,
+            )?;
+            quote!(#register #body)
+        }
+        Shape::Async => {
+            let future = quote!(async move { #hint #(#stmts)* });
+            let body = wrapped_body(stack, sig, Body::Async(future), parts, names)?;
+            quote!(#register #body)
+        }
+        Shape::AsyncTrait => {
+            let mut rewritten = block.clone();
+            let Some(inner) = async_trait_body_mut(&mut rewritten) else {
+                return Err(syn::Error::new_spanned(
+                    block,
+                    "expected `Box::pin(async move { .. })`",
+                ));
+            };
+            let original = inner.clone();
+            let body = wrapped_body(
+                stack,
+                sig,
+                Body::Async(original.to_token_stream()),
+                parts,
+                names,
+            )?;
             *inner = ExprAsync {
                 attrs: Vec::new(),
                 async_token: original.async_token,

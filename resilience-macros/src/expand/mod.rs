@@ -8,6 +8,7 @@
 mod fallback;
 mod guard;
 mod types;
+mod wrapped;
 
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, ToTokens};

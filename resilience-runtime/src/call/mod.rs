@@ -15,7 +15,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use chain::on_chain;
-use wrapped::{ByOutcome, Once, Repeat};
+use wrapped::{ByOutcome, Judged, Once, Repeat};
 
 use crate::error::Rejected;
 use crate::outcome::CallOutcome;
@@ -263,6 +263,62 @@ impl Plan {
         self.enter_async_into(&mut held).await?;
         Ok(Entered { held })
     }
+}
+
+/// The guarded call of a function whose stack has a wrapper (`#[retry]`, `#[time_limiter]`),
+/// for the attribute macros: `call` is made once per attempt; `classify` is the breakers'
+/// classification, `failed` says whether a result is an `Err`, `retry_on` whether the retry
+/// retries it.
+#[doc(hidden)]
+#[inline]
+pub fn run_wrapped<R>(
+    plan: &Plan,
+    mut call: impl FnMut() -> R,
+    classify: impl Fn(&R) -> CallOutcome,
+    failed: impl Fn(&R) -> bool,
+    retry_on: impl Fn(&R) -> bool,
+) -> Result<R, Rejected> {
+    let judge = Judged {
+        classify,
+        failed,
+        retry_on,
+    };
+    plan.run_wrapped(Repeat(&mut call), &judge)
+}
+
+/// [`run_wrapped`] for an `async fn`: `call` makes the body's future once per attempt.
+#[doc(hidden)]
+pub async fn run_wrapped_async<R, F: Future<Output = R>>(
+    plan: &Plan,
+    mut call: impl FnMut() -> F,
+    classify: impl Fn(&R) -> CallOutcome,
+    failed: impl Fn(&R) -> bool,
+    retry_on: impl Fn(&R) -> bool,
+) -> Result<R, Rejected> {
+    let judge = Judged {
+        classify,
+        failed,
+        retry_on,
+    };
+    plan.run_wrapped_async(Repeat(&mut call), judge).await
+}
+
+/// [`run_wrapped_async`] with the body's future made once: a stack with a time limiter and
+/// no retry, whose body keeps its arguments by value.
+#[doc(hidden)]
+pub async fn run_wrapped_future<R, F: Future<Output = R>>(
+    plan: &Plan,
+    call: F,
+    classify: impl Fn(&R) -> CallOutcome,
+    failed: impl Fn(&R) -> bool,
+) -> Result<R, Rejected> {
+    let judge = Judged {
+        classify,
+        failed,
+        retry_on: |_: &R| false,
+    };
+    plan.run_wrapped_async(Once(Some(move || call)), judge)
+        .await
 }
 
 impl Plan {

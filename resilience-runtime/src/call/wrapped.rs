@@ -77,6 +77,8 @@ pub(crate) trait Judge<R> {
     fn outcome(&self, result: &R) -> CallOutcome;
     /// What a retry makes of it.
     fn attempted(&self, result: &R) -> Attempted;
+    /// Whether it is a failure, as a time limiter counts it.
+    fn failed(&self, result: &R) -> bool;
 }
 
 /// A retry follows the breakers' classification: it retries a failure, lets an ignored
@@ -96,6 +98,44 @@ impl<R, C: Fn(&R) -> CallOutcome> Judge<R> for ByOutcome<C> {
             CallOutcome::Ignored => Attempted::NotRetried,
         }
     }
+    #[inline]
+    fn failed(&self, result: &R) -> bool {
+        (self.0)(result) == CallOutcome::Failure
+    }
+}
+
+/// The judge of a guarded function (the macros'): the breakers' classification (`ignore`,
+/// `record`), whether the result is an `Err`, and whether the retry retries it (`retry_on`).
+pub(crate) struct Judged<C, F, Q> {
+    pub(crate) classify: C,
+    pub(crate) failed: F,
+    pub(crate) retry_on: Q,
+}
+
+impl<R, C, F, Q> Judge<R> for Judged<C, F, Q>
+where
+    C: Fn(&R) -> CallOutcome,
+    F: Fn(&R) -> bool,
+    Q: Fn(&R) -> bool,
+{
+    #[inline(always)]
+    fn outcome(&self, result: &R) -> CallOutcome {
+        (self.classify)(result)
+    }
+    #[inline]
+    fn attempted(&self, result: &R) -> Attempted {
+        if !(self.failed)(result) {
+            Attempted::Succeeded
+        } else if (self.retry_on)(result) {
+            Attempted::Failed
+        } else {
+            Attempted::NotRetried
+        }
+    }
+    #[inline]
+    fn failed(&self, result: &R) -> bool {
+        (self.failed)(result)
+    }
 }
 
 /// How the rest of a plan ended, as a retry around it sees it.
@@ -111,7 +151,7 @@ fn attempted<R>(judge: &impl Judge<R>, result: &Result<R, Rejected>) -> Attempte
 /// Whether the rest of a plan succeeded, as a time limiter around it counts it.
 fn succeeded<R>(judge: &impl Judge<R>, result: &Result<R, Rejected>) -> bool {
     match result {
-        Ok(result) => judge.outcome(result) != CallOutcome::Failure,
+        Ok(result) => !judge.failed(result),
         Err(_) => false,
     }
 }

@@ -1,0 +1,187 @@
+//! The guarded body of a function whose stack has a wrapper (`#[retry]`, `#[time_limiter]`):
+//! the whole plan runs in the runtime as nested segments, the body made once per attempt.
+//!
+//! With a retry, the body is a closure the runtime calls again for each attempt: arguments
+//! taken by reference are reused, arguments taken by value are cloned per attempt (a type
+//! that is not `Clone` is one error at that argument), so the originals stay with the
+//! function and a fallback still receives them. With a time limiter and no retry, the body's
+//! future is made once and owns its arguments.
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{FnArg, Pat, Signature, Type};
+
+use crate::args::Kind;
+use crate::stack::Stack;
+
+use super::guard::Names;
+
+/// What the wrapped call's body is: the statements of a sync function, or the future
+/// expression of an async one (an `async move` block).
+pub(super) enum Body {
+    Sync(TokenStream),
+    Async(TokenStream),
+}
+
+/// The pieces of the guarded body that the gate-only expansion shares.
+pub(super) struct Parts<'p> {
+    pub(super) prelude: &'p TokenStream,
+    pub(super) classify: &'p TokenStream,
+    pub(super) on_rejected: &'p TokenStream,
+    pub(super) finish: &'p TokenStream,
+    pub(super) returns_result: bool,
+}
+
+/// The body of the guarded function (after its call-site registration).
+pub(super) fn wrapped_body(
+    stack: &Stack,
+    sig: &Signature,
+    body: Body,
+    parts: &Parts<'_>,
+    names: &Names,
+) -> syn::Result<TokenStream> {
+    let krate = &stack.krate;
+    let private = quote!(#krate::__private);
+    let Names {
+        plan,
+        rejected,
+        output: value,
+        result,
+        error,
+        ..
+    } = names;
+    let Parts {
+        prelude,
+        classify,
+        on_rejected,
+        finish,
+        returns_result,
+    } = parts;
+    let retries = stack.of(Kind::Retry);
+    let (failed, retry_on) = if *returns_result {
+        let retry_on = match retries.and_then(|r| r.retry_on.as_ref()) {
+            // Only the path carries the user's span, as for `ignore` / `record`.
+            Some(predicate) => {
+                let path = &predicate.path;
+                quote!(|#result| #private::retry_on(#result, |#error| #path(#error)))
+            }
+            None => quote!(#private::is_err),
+        };
+        (quote!(#private::is_err), retry_on)
+    } else {
+        (quote!(|_| false), quote!(|_| false))
+    };
+    let run = match (body, retries.is_some()) {
+        (Body::Sync(stmts), _) => {
+            let again = attempt_arguments(&private, sig, false)?;
+            quote! {
+                #private::run_wrapped(
+                    &#plan,
+                    || { #again #stmts },
+                    #classify,
+                    #failed,
+                    #retry_on,
+                )
+            }
+        }
+        (Body::Async(future), true) => {
+            let again = attempt_arguments(&private, sig, true)?;
+            quote! {
+                #private::run_wrapped_async(
+                    &#plan,
+                    || { #again #future },
+                    #classify,
+                    #failed,
+                    #retry_on,
+                )
+                .await
+            }
+        }
+        (Body::Async(future), false) => quote! {
+            #private::run_wrapped_future(&#plan, #future, #classify, #failed).await
+        },
+    };
+    Ok(quote! {
+        #prelude
+        // Interned: a plain reference, held across `.await`.
+        let #plan = #private::CallSite::plan(&__RESILIENCE_CALL_SITE);
+        let #value = match #run {
+            ::core::result::Result::Ok(#value) => #value,
+            ::core::result::Result::Err(#rejected) => #on_rejected,
+        };
+        #finish
+    })
+}
+
+/// The statements that give one attempt its arguments: a clone of each one taken by value
+/// (spanned at the argument, so a type that is not `Clone` is reported there), a reborrow of
+/// each `&mut` one (sync only).
+fn attempt_arguments(
+    private: &TokenStream,
+    sig: &Signature,
+    is_async: bool,
+) -> syn::Result<TokenStream> {
+    let mut statements = TokenStream::new();
+    for input in &sig.inputs {
+        match input {
+            FnArg::Receiver(receiver) => {
+                if receiver.reference.is_none() {
+                    return Err(syn::Error::new_spanned(
+                        receiver,
+                        "`#[retry]` runs the body again, and `self` taken by value cannot be \
+                         given to a second attempt; take `&self`",
+                    ));
+                }
+                if is_async && receiver.mutability.is_some() {
+                    return Err(mutable_in_async(receiver.span()));
+                }
+            }
+            FnArg::Typed(typed) => {
+                let Pat::Ident(ident) = &*typed.pat else {
+                    return Err(syn::Error::new_spanned(
+                        &typed.pat,
+                        "`#[retry]` gives each attempt its own copy of the arguments, so each \
+                         needs a name: write `name: Type` and destructure it in the body",
+                    ));
+                };
+                if ident.by_ref.is_some() || ident.subpat.is_some() {
+                    return Err(syn::Error::new_spanned(
+                        ident,
+                        "`#[retry]` gives each attempt its own copy of the arguments: write \
+                         `name: Type`",
+                    ));
+                }
+                let name = &ident.ident;
+                let mutability = &ident.mutability;
+                let span = typed.span();
+                match &*typed.ty {
+                    Type::Reference(reference) if reference.mutability.is_some() => {
+                        if is_async {
+                            return Err(mutable_in_async(span));
+                        }
+                        statements.extend(quote_spanned! {span=>
+                            let #name = &mut *#name;
+                        });
+                    }
+                    // A shared reference is reused as it is.
+                    Type::Reference(_) => {}
+                    _ => statements.extend(quote_spanned! {span=>
+                        #[allow(clippy::redundant_clone)]
+                        let #mutability #name = #private::again(&#name);
+                    }),
+                }
+            }
+        }
+    }
+    Ok(statements)
+}
+
+fn mutable_in_async(span: proc_macro2::Span) -> syn::Error {
+    syn::Error::new(
+        span,
+        "`#[retry]` on an `async fn` makes a new future per attempt, and a `&mut` argument \
+         cannot be lent to each of them; take a shared reference (with interior mutability), \
+         or retry a function that takes the `&mut` part out",
+    )
+}

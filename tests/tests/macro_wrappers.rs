@@ -1,0 +1,241 @@
+//! `#[retry]` and `#[time_limiter]` as users write them: stacked with the gates in any source
+//! order, on functions, methods and impl blocks, sync and async, with fallbacks.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use resilience_runtime::{
+    bulkhead, circuit_breaker, rate_limiter, retry, time_limiter, Registry, Rejected, RetryConfig,
+    TimeLimiterConfig,
+};
+use resilience_tests::CallError;
+
+fn quick_retry(name: &str, attempts: u32) {
+    Registry::global()
+        .configure_retry(
+            name,
+            RetryConfig::builder()
+                .max_attempts(attempts)
+                .wait_duration(Duration::from_millis(1))
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+}
+
+fn time_limit(name: &str, timeout: Duration) {
+    Registry::global()
+        .configure_time_limiter(
+            name,
+            TimeLimiterConfig::builder()
+                .timeout_duration(timeout)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+}
+
+/// A by-value argument that counts its clones: each retried attempt gets one.
+#[derive(Debug)]
+struct Order {
+    clones: &'static AtomicU32,
+}
+
+impl Clone for Order {
+    fn clone(&self) -> Self {
+        self.clones.fetch_add(1, Ordering::SeqCst);
+        Order {
+            clones: self.clones,
+        }
+    }
+}
+
+static SYNC_ATTEMPTS: AtomicU32 = AtomicU32::new(0);
+static SYNC_CLONES: AtomicU32 = AtomicU32::new(0);
+
+#[retry(name = "wrap-sync")]
+#[bulkhead(name = "wrap-sync")]
+fn place(order: Order, note: &str) -> Result<String, CallError> {
+    let _owned: Order = order;
+    match SYNC_ATTEMPTS.fetch_add(1, Ordering::SeqCst) {
+        0 | 1 => Err(CallError::Downstream("busy")),
+        _ => Ok(note.to_uppercase()),
+    }
+}
+
+#[test]
+fn a_sync_function_is_retried_with_a_clone_of_its_by_value_arguments_per_attempt() {
+    quick_retry("wrap-sync", 3);
+    let placed = place(
+        Order {
+            clones: &SYNC_CLONES,
+        },
+        "book",
+    );
+    assert_eq!(placed, Ok("BOOK".to_owned()));
+    assert_eq!(SYNC_ATTEMPTS.load(Ordering::SeqCst), 3);
+    assert_eq!(SYNC_CLONES.load(Ordering::SeqCst), 3);
+    let bulkhead = Registry::global().bulkhead("wrap-sync");
+    assert_eq!(bulkhead.metrics().permitted_calls(), 1, "admitted once");
+}
+
+fn is_transient(e: &CallError) -> bool {
+    matches!(e, CallError::Downstream("busy"))
+}
+
+static NARROW_ATTEMPTS: AtomicU32 = AtomicU32::new(0);
+
+#[retry(name = "wrap-narrow", retry_on = is_transient)]
+fn narrowed(fail_with: &'static str) -> Result<(), CallError> {
+    NARROW_ATTEMPTS.fetch_add(1, Ordering::SeqCst);
+    Err(CallError::Downstream(fail_with))
+}
+
+#[test]
+fn retry_on_chooses_the_errors_that_are_retried() {
+    quick_retry("wrap-narrow", 3);
+    assert!(narrowed("gone").is_err());
+    assert_eq!(NARROW_ATTEMPTS.load(Ordering::SeqCst), 1);
+    assert!(narrowed("busy").is_err());
+    assert_eq!(NARROW_ATTEMPTS.load(Ordering::SeqCst), 1 + 3);
+    let metrics = Registry::global().retry("wrap-narrow").metrics();
+    assert_eq!(metrics.number_of_failed_calls_without_retry_attempt(), 1);
+    assert_eq!(metrics.number_of_failed_calls_with_retry_attempt(), 1);
+}
+
+static FIVE_A: AtomicU32 = AtomicU32::new(0);
+static FIVE_B: AtomicU32 = AtomicU32::new(0);
+
+#[time_limiter(name = "wrap-five-a")]
+#[circuit_breaker(name = "wrap-five-a")]
+#[retry(name = "wrap-five-a")]
+#[rate_limiter(name = "wrap-five-a")]
+#[bulkhead(name = "wrap-five-a")]
+async fn five_written_inside_out(slow_first: bool) -> Result<u32, CallError> {
+    let attempt = FIVE_A.fetch_add(1, Ordering::SeqCst);
+    if slow_first && attempt == 0 {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+    }
+    Ok(attempt)
+}
+
+#[bulkhead(name = "wrap-five-b")]
+#[rate_limiter(name = "wrap-five-b")]
+#[retry(name = "wrap-five-b")]
+#[circuit_breaker(name = "wrap-five-b")]
+#[time_limiter(name = "wrap-five-b")]
+async fn five_written_outside_in(slow_first: bool) -> Result<u32, CallError> {
+    let attempt = FIVE_B.fetch_add(1, Ordering::SeqCst);
+    if slow_first && attempt == 0 {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+    }
+    Ok(attempt)
+}
+
+#[tokio::test(start_paused = true)]
+async fn five_aspects_in_either_source_order_time_out_the_attempt_and_retry_it() {
+    for name in ["wrap-five-a", "wrap-five-b"] {
+        quick_retry(name, 2);
+        time_limit(name, Duration::from_millis(50));
+    }
+    assert_eq!(five_written_inside_out(true).await, Ok(1));
+    assert_eq!(five_written_outside_in(true).await, Ok(1));
+    for name in ["wrap-five-a", "wrap-five-b"] {
+        let registry = Registry::global();
+        let breaker = registry.circuit_breaker(name).metrics();
+        assert_eq!(breaker.number_of_failed_calls(), 1, "{name}: the time-out");
+        assert_eq!(breaker.number_of_successful_calls(), 1, "{name}");
+        let limiter = registry.time_limiter(name).metrics();
+        assert_eq!(limiter.number_of_timed_out_calls(), 1, "{name}");
+        let bulkhead = registry.bulkhead(name);
+        assert_eq!(bulkhead.metrics().permitted_calls(), 1, "{name}");
+        assert_eq!(
+            bulkhead.available_concurrent_calls(),
+            bulkhead.max_allowed_concurrent_calls()
+        );
+    }
+}
+
+async fn cached(id: u32, rejected: Rejected) -> Result<String, CallError> {
+    Ok(format!("cached {id} ({})", rejected.aspect()))
+}
+
+#[time_limiter(name = "wrap-fallback", fallback = cached)]
+async fn fetch(id: u32) -> Result<String, CallError> {
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    Ok(format!("fresh {id}"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fallback_receives_the_arguments_of_a_call_that_was_cut_off() {
+    time_limit("wrap-fallback", Duration::from_millis(5));
+    assert_eq!(fetch(7).await, Ok("cached 7 (time limiter)".to_owned()));
+}
+
+struct Inventory {
+    calls: AtomicU32,
+}
+
+#[retry(name = "wrap-impl")]
+impl Inventory {
+    fn new() -> Self {
+        Inventory {
+            calls: AtomicU32::new(0),
+        }
+    }
+
+    async fn reserve(&self, sku: String) -> Result<String, CallError> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            return Err(CallError::Downstream("busy"));
+        }
+        Ok(sku)
+    }
+
+    fn count(&mut self) -> Result<u32, CallError> {
+        let calls = self.calls.get_mut();
+        *calls += 1;
+        if *calls % 2 == 1 {
+            Err(CallError::Downstream("odd"))
+        } else {
+            Ok(*calls)
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_impl_block_retries_its_methods_sync_and_async() {
+    quick_retry("wrap-impl", 2);
+    let mut inventory = Inventory::new();
+    assert_eq!(inventory.reserve("sku-1".into()).await, Ok("sku-1".into()));
+    assert_eq!(inventory.count(), Ok(4));
+}
+
+#[async_trait::async_trait]
+trait Lookup {
+    async fn find(&self, key: String) -> Result<String, CallError>;
+}
+
+struct Remote {
+    calls: AtomicU32,
+}
+
+#[async_trait::async_trait]
+impl Lookup for Remote {
+    #[retry(name = "wrap-async-trait")]
+    async fn find(&self, key: String) -> Result<String, CallError> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            return Err(CallError::Downstream("busy"));
+        }
+        Ok(key)
+    }
+}
+
+#[tokio::test]
+async fn an_async_trait_method_is_retried() {
+    quick_retry("wrap-async-trait", 2);
+    let remote = Remote {
+        calls: AtomicU32::new(0),
+    };
+    assert_eq!(remote.find("k".into()).await, Ok("k".into()));
+    assert_eq!(remote.calls.load(Ordering::SeqCst), 2);
+}
