@@ -1,5 +1,6 @@
 //! The overload drill, run small: every offered call ends in exactly one outcome, the incident
-//! layout opens its breaker on overload alone, and the bulkhead-first layouts do not.
+//! layout opens its breaker on overload alone, the bulkhead-first layouts do not, and with all
+//! five aspects the Spring order multiplies attempts where this project's order does not.
 //!
 //! Both tests use the drill's global registry; `drill::run` runs one drill at a time, and the
 //! binary runs in a process of its own. No assertion reads a timing.
@@ -57,6 +58,24 @@ fn the_incident_layout_opens_the_breaker_and_bulkhead_first_does_not() {
         assert_eq!(run.breaker_first_open, None, "{}", run.reconciliation());
         assert_eq!(run.counts.not_permitted, 0);
     }
+
+    // The retry inside admission control adds few attempts (it retries only the downstream's
+    // own failures and time-outs); outside it, retrying refusals, it multiplies them.
+    let full = report.run(Layout::FullStack).unwrap();
+    let spring = report.run(Layout::SpringDefault).unwrap();
+    assert!(
+        full.attempts_per_call() < spring.attempts_per_call(),
+        "{} vs {}",
+        full.attempts_per_call(),
+        spring.attempts_per_call()
+    );
+    assert!(full.attempts_per_call() < 1.5, "{}", full.reconciliation());
+    assert!(
+        spring.breaker_first_open.is_some(),
+        "{}",
+        spring.reconciliation()
+    );
+    assert!(full.counts.succeeded > spring.counts.succeeded);
 }
 
 #[test]
@@ -64,7 +83,7 @@ fn the_binary_runs_quick_and_writes_the_json_report() {
     let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("overload-drill-{}.json", std::process::id()));
     let output = Command::new(env!("CARGO_BIN_EXE_overload-drill"))
-        .args(["--quick", "--json"])
+        .args(["--quick", "--duration", "1.5", "--json"])
         .arg(&path)
         .output()
         .expect("the binary starts");
@@ -83,7 +102,13 @@ fn the_binary_runs_quick_and_writes_the_json_report() {
     let names: Vec<&str> = runs.iter().map(|r| r["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        ["incident-layout", "bulkhead-first", "bulkhead-first-unfair"]
+        [
+            "incident-layout",
+            "bulkhead-first",
+            "bulkhead-first-unfair",
+            "full-stack",
+            "spring-default"
+        ]
     );
     for run in runs {
         let count = |key: &str| {
@@ -95,6 +120,8 @@ fn the_binary_runs_quick_and_writes_the_json_report() {
             + count("failed")
             + count("rejected_bulkhead")
             + count("not_permitted")
+            + count("rate_limited")
+            + count("timed_out")
             + count("other_rejected");
         assert_eq!(count("offered"), ended, "{run}");
         let first_open = &run["breaker_first_open_ms"];

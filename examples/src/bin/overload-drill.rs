@@ -19,9 +19,10 @@ use resilience_examples::drill::{
     self, DrillConfig, DrillReport, Layout, Observer, Progress, RunReport,
 };
 
-/// Replays the overload incident against three layouts of the same guarded order service:
+/// Replays the overload incident against five layouts of the same guarded order service:
 /// the breaker outside the bulkhead counting rejections as failures (Resilience4j's default),
-/// and this project's bulkhead-first default, fair and unfair.
+/// this project's bulkhead-first default (fair and unfair), and all five aspects at this
+/// project's precedence and in Resilience4j's Spring order.
 #[derive(Debug, Parser)]
 #[command(version)]
 struct Args {
@@ -34,12 +35,25 @@ struct Args {
     /// Seed of every random draw (the same seed offers the same load to every layout)
     #[arg(long, default_value_t = 42)]
     seed: u64,
-    /// A short run: 4 s per layout, about 13 s in all
+    /// A short run: 4 s per layout, about 21 s in all
     #[arg(long)]
     quick: bool,
+    /// The layouts to run, comma-separated [default: all of them, in order]
+    #[arg(long, value_delimiter = ',', value_parser = parse_layout)]
+    layouts: Vec<Layout>,
     /// Also write the results as JSON to PATH
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
+}
+
+fn parse_layout(text: &str) -> Result<Layout, String> {
+    Layout::from_name(text).ok_or_else(|| {
+        let names: Vec<&str> = Layout::ALL.iter().map(|l| l.name()).collect();
+        format!(
+            "unknown layout `{text}`; the layouts are {}",
+            names.join(", ")
+        )
+    })
 }
 
 fn parse_seconds(text: &str) -> Result<Duration, String> {
@@ -165,6 +179,15 @@ fn print_parameters(c: &DrillConfig) {
         c.breaker_open_wait.as_secs_f64(),
         c.breaker_half_open_calls
     );
+    if c.layouts.iter().any(|l| l.all_five()) {
+        println!(
+            "  with all five: rate limiter {}/s, retry {} attempts from {} ms (doubling), time limiter {} ms",
+            c.rate_limit_per_second,
+            c.retry_max_attempts,
+            c.retry_wait.as_millis(),
+            c.time_limiter_timeout.as_millis()
+        );
+    }
     for layout in &c.layouts {
         println!("  {:<22}{}", layout.name(), layout.describe());
     }
@@ -175,7 +198,7 @@ fn print_report(report: &DrillReport) {
     println!();
     print!("{}", report.table());
     println!();
-    println!("latencies are as the caller saw them; \"rejected\" covers both guards' refusals; ok/s = succeeded per second of load");
+    println!("latencies are as the caller saw them; \"rejected\" covers the bulkhead's and the breaker's refusals; attempts/call = 1 + the retries per offered call; ok/s = succeeded per second of load");
     println!();
     for run in &report.runs {
         println!("{}", run.reconciliation());
@@ -201,6 +224,9 @@ fn main() -> ExitCode {
         config.duration = duration;
     }
     config.seed = args.seed;
+    if !args.layouts.is_empty() {
+        config.layouts = args.layouts;
+    }
 
     print_parameters(&config);
     let bars = Bars::new(&config);

@@ -3,7 +3,10 @@
 use std::fmt;
 use std::time::Duration;
 
-use resilience_runtime::{BulkheadConfig, CircuitBreakerConfig, ConfigError, SlidingWindow};
+use resilience_runtime::{
+    BulkheadConfig, CircuitBreakerConfig, ConfigError, RateLimiterConfig, RetryConfig,
+    SlidingWindow, TimeLimiterConfig,
+};
 
 use super::Layout;
 
@@ -18,6 +21,10 @@ use super::Layout;
 /// - each caller loops: think for a random time in [`think_time`](Self::think_time), place an
 ///   order, wait for its outcome; it stops offering at the deadline, and its call in flight
 ///   finishes and is counted;
+/// - in the layouts with all five aspects, a rate limiter grants
+///   [`rate_limit_per_second`](Self::rate_limit_per_second), a retry makes up to
+///   [`retry_max_attempts`](Self::retry_max_attempts) attempts, and a time limiter cuts off an
+///   attempt after [`time_limiter_timeout`](Self::time_limiter_timeout);
 /// - the downstream runs at most [`downstream_workers`](Self::downstream_workers) requests at
 ///   once (the others queue for a worker), and its service time climbs from
 ///   [`service_time_start`](Self::service_time_start) to
@@ -76,6 +83,15 @@ pub struct DrillConfig {
     pub breaker_open_wait: Duration,
     /// The breaker's `permitted_calls_in_half_open_state`.
     pub breaker_half_open_calls: u32,
+    /// The rate limiter's permissions per second (the layouts with all five aspects; it
+    /// refuses at once when they are spent).
+    pub rate_limit_per_second: u32,
+    /// The retry's `max_attempts` (the layouts with all five aspects).
+    pub retry_max_attempts: u32,
+    /// The retry's `wait_duration` before its first retry (it doubles after, up to 4 times).
+    pub retry_wait: Duration,
+    /// The time limiter's `timeout_duration` (the layouts with all five aspects).
+    pub time_limiter_timeout: Duration,
     /// Worker threads of the drill's runtime; `0` means one per available core.
     pub worker_threads: usize,
 }
@@ -101,13 +117,17 @@ impl Default for DrillConfig {
             breaker_minimum_calls: 20,
             breaker_open_wait: Duration::from_secs(2),
             breaker_half_open_calls: 5,
+            rate_limit_per_second: 1500,
+            retry_max_attempts: 3,
+            retry_wait: Duration::from_millis(50),
+            time_limiter_timeout: Duration::from_millis(300),
             worker_threads: 0,
         }
     }
 }
 
 impl DrillConfig {
-    /// The default drill compressed to 4 s per layout (about 13 s for the three layouts).
+    /// The default drill compressed to 4 s per layout (about 21 s for the five layouts).
     pub fn quick() -> Self {
         DrillConfig {
             duration: Duration::from_secs(4),
@@ -156,7 +176,10 @@ impl DrillConfig {
         for layout in &self.layouts {
             self.bulkhead_for(*layout)?;
             self.circuit_breaker_for(*layout)?;
+            self.retry_for(*layout)?;
         }
+        self.rate_limiter()?;
+        self.time_limiter()?;
         Ok(())
     }
 
@@ -181,6 +204,33 @@ impl DrillConfig {
             .wait_duration_in_open_state(self.breaker_open_wait)
             .permitted_calls_in_half_open_state(self.breaker_half_open_calls)
             .record_rejections(layout.records_rejections())
+            .build()
+    }
+
+    /// The rate limiter configuration: `rate_limit_per_second` in cycles of 100 ms.
+    pub(crate) fn rate_limiter(&self) -> Result<RateLimiterConfig, ConfigError> {
+        RateLimiterConfig::builder()
+            .limit_for_period(self.rate_limit_per_second.div_ceil(10))
+            .limit_refresh_period(Duration::from_millis(100))
+            .timeout_duration(Duration::ZERO)
+            .build()
+    }
+
+    /// The retry configuration of `layout`: it retries refusals only in Spring's layout.
+    pub(crate) fn retry_for(&self, layout: Layout) -> Result<RetryConfig, ConfigError> {
+        RetryConfig::builder()
+            .max_attempts(self.retry_max_attempts)
+            .wait_duration(self.retry_wait)
+            .exponential_backoff(2.0, self.retry_wait.saturating_mul(4))
+            // No jitter: its draws are not seeded, and the layouts must see the same load.
+            .retry_on_rejection(layout.retries_rejections())
+            .build()
+    }
+
+    /// The time limiter configuration.
+    pub(crate) fn time_limiter(&self) -> Result<TimeLimiterConfig, ConfigError> {
+        TimeLimiterConfig::builder()
+            .timeout_duration(self.time_limiter_timeout)
             .build()
     }
 

@@ -5,10 +5,10 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use resilience_runtime::{Aspect, CircuitBreakerEvent, CircuitState, Registry, Rejected};
+use resilience_runtime::{CircuitBreakerEvent, CircuitState, Registry, Rejected, RetryEvent};
 
 use super::downstream::{Downstream, Work};
-use super::report::{BreakerSummary, Counts, Latencies, RunReport};
+use super::report::{Attempts, BreakerSummary, Counts, Latencies, RunReport};
 use super::rng::SplitMix64;
 use super::service::{Order, OrderError, OrderService, ORDERS};
 use super::{DrillConfig, DrillError, Layout, Observer, Progress};
@@ -20,6 +20,8 @@ pub(crate) enum Outcome {
     Failed,
     RejectedByBulkhead,
     NotPermitted,
+    RateLimited,
+    TimedOut,
     /// A rejection of another kind (re-entrancy); never expected in the drill, but counted so
     /// that the reconciliation stays exact.
     OtherRejection,
@@ -32,6 +34,8 @@ impl Outcome {
             Err(OrderError::Downstream(_)) => Outcome::Failed,
             Err(OrderError::Rejected(Rejected::BulkheadFull { .. })) => Outcome::RejectedByBulkhead,
             Err(OrderError::Rejected(Rejected::CallNotPermitted { .. })) => Outcome::NotPermitted,
+            Err(OrderError::Rejected(Rejected::RequestNotPermitted { .. })) => Outcome::RateLimited,
+            Err(OrderError::Rejected(Rejected::TimedOut { .. })) => Outcome::TimedOut,
             Err(OrderError::Rejected(_)) => Outcome::OtherRejection,
         }
     }
@@ -45,6 +49,8 @@ struct LiveCounts {
     failed: AtomicU64,
     rejected_bulkhead: AtomicU64,
     not_permitted: AtomicU64,
+    rate_limited: AtomicU64,
+    timed_out: AtomicU64,
     other_rejected: AtomicU64,
 }
 
@@ -55,6 +61,8 @@ impl LiveCounts {
             Outcome::Failed => &self.failed,
             Outcome::RejectedByBulkhead => &self.rejected_bulkhead,
             Outcome::NotPermitted => &self.not_permitted,
+            Outcome::RateLimited => &self.rate_limited,
+            Outcome::TimedOut => &self.timed_out,
             Outcome::OtherRejection => &self.other_rejected,
         };
         counter.fetch_add(1, Ordering::Relaxed);
@@ -67,6 +75,8 @@ impl LiveCounts {
             failed: self.failed.load(Ordering::Relaxed),
             rejected_bulkhead: self.rejected_bulkhead.load(Ordering::Relaxed),
             not_permitted: self.not_permitted.load(Ordering::Relaxed),
+            rate_limited: self.rate_limited.load(Ordering::Relaxed),
+            timed_out: self.timed_out.load(Ordering::Relaxed),
             other_rejected: self.other_rejected.load(Ordering::Relaxed),
         }
     }
@@ -156,6 +166,8 @@ impl CallerStats {
             Outcome::Failed => c.failed += 1,
             Outcome::RejectedByBulkhead => c.rejected_bulkhead += 1,
             Outcome::NotPermitted => c.not_permitted += 1,
+            Outcome::RateLimited => c.rate_limited += 1,
+            Outcome::TimedOut => c.timed_out += 1,
             Outcome::OtherRejection => c.other_rejected += 1,
         }
         self.latencies.record(outcome, latency);
@@ -184,6 +196,7 @@ async fn caller(
     schedule: Arc<Schedule>,
     service: Arc<OrderService>,
     live: Arc<LiveCounts>,
+    all_five: bool,
 ) -> CallerStats {
     let mut rng = SplitMix64::for_stream(schedule.seed, u64::from(index));
     let offset = schedule
@@ -210,7 +223,11 @@ async fn caller(
             work,
         };
         let sent = Instant::now();
-        let result = service.create_order(order).await;
+        let result = if all_five {
+            service.create_order_guarded_by_all(order).await
+        } else {
+            service.create_order(order).await
+        };
         let latency = sent.elapsed();
         let outcome = Outcome::of(&result);
         stats.record(outcome, latency);
@@ -227,14 +244,21 @@ pub(crate) async fn run_layout(
     layout: Layout,
     observer: &dyn Observer,
 ) -> Result<RunReport, DrillError> {
-    registry.set_precedence(Aspect::CircuitBreaker, layout.breaker_precedence())?;
+    for (aspect, precedence) in layout.precedence() {
+        registry.set_precedence(aspect, precedence)?;
+    }
     // Reconfigured in place: the breaker starts over with fresh metrics; the bulkhead keeps its
     // counters (they only grow), so this layout's rejections are counted from here.
     registry.configure_bulkhead(ORDERS, config.bulkhead_for(layout)?)?;
     registry.configure_circuit_breaker(ORDERS, config.circuit_breaker_for(layout)?)?;
+    registry.configure_rate_limiter(ORDERS, config.rate_limiter()?)?;
+    registry.configure_retry(ORDERS, config.retry_for(layout)?)?;
+    registry.configure_time_limiter(ORDERS, config.time_limiter()?)?;
     let bulkhead = registry.bulkhead(ORDERS);
     let breaker = registry.circuit_breaker(ORDERS);
     let rejected_before = bulkhead.metrics().rejected_calls();
+    let time_limiter = registry.time_limiter(ORDERS);
+    let cut_off_before = time_limiter.metrics().number_of_timed_out_calls();
 
     observer.layout_started(layout, config.duration);
     let started = Instant::now();
@@ -242,6 +266,17 @@ pub(crate) async fn run_layout(
     let subscription = breaker.subscribe({
         let watch = Arc::clone(&watch);
         move |event| watch.observe(event)
+    });
+    // Each retry event is one more attempt of a call.
+    let retry = registry.retry(ORDERS);
+    let retries = Arc::new(AtomicU64::new(0));
+    let retry_subscription = retry.subscribe({
+        let retries = Arc::clone(&retries);
+        move |event| {
+            if let RetryEvent::Retry { .. } = event {
+                retries.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     });
     let schedule = Arc::new(Schedule {
         seed: config.seed,
@@ -263,6 +298,7 @@ pub(crate) async fn run_layout(
                 Arc::clone(&schedule),
                 Arc::clone(&service),
                 Arc::clone(&live),
+                layout.all_five(),
             ))
         })
         .collect();
@@ -288,6 +324,7 @@ pub(crate) async fn run_layout(
     };
     let finished = Instant::now();
     breaker.unsubscribe(subscription);
+    retry.unsubscribe(retry_subscription);
 
     let mut counts = Counts::default();
     let mut latencies = Latencies::default();
@@ -308,5 +345,10 @@ pub(crate) async fn run_layout(
         finished - started,
         config.duration,
         bulkhead_metrics.rejected_calls() - rejected_before,
+        Attempts {
+            retries: retries.load(Ordering::Relaxed),
+            handler_runs: service.attempts(),
+            cut_off: time_limiter.metrics().number_of_timed_out_calls() - cut_off_before,
+        },
     ))
 }

@@ -46,7 +46,7 @@ use resilience_runtime::{Aspect, CircuitState, Registry};
 
 pub use config::{DrillConfig, DrillConfigError};
 pub use downstream::{Downstream, DownstreamError, Work};
-pub use report::{Counts, DrillReport, LatencySummary, RunReport};
+pub use report::{Attempts, Counts, DrillReport, LatencySummary, RunReport};
 pub use rng::SplitMix64;
 pub use service::{Order, OrderError, OrderId, OrderService, ORDERS};
 
@@ -62,23 +62,35 @@ pub enum Layout {
     /// The default with `fair_call_handling(false)`: a newcomer may take a freed permit ahead
     /// of the callers already waiting.
     BulkheadFirstUnfair,
+    /// All five aspects at the default precedence: bulkhead → rate limiter → retry → breaker →
+    /// time limiter. A retry runs inside admission control and never retries a refusal; each
+    /// attempt is bounded by the time limiter inside the breaker, so a time-out is a failure.
+    FullStack,
+    /// All five in Resilience4j's Spring order, Retry(CircuitBreaker(RateLimiter(
+    /// TimeLimiter(Bulkhead(fn))))), with rejections recorded as failures and retried (the
+    /// Spring defaults): every retry goes through admission control again.
+    SpringDefault,
 }
 
 impl Layout {
     /// Every layout, in the order the drill runs them.
-    pub const ALL: [Layout; 3] = [
+    pub const ALL: [Layout; 5] = [
         Layout::Incident,
         Layout::BulkheadFirst,
         Layout::BulkheadFirstUnfair,
+        Layout::FullStack,
+        Layout::SpringDefault,
     ];
 
     /// The name in tables and JSON (`incident-layout`, `bulkhead-first`,
-    /// `bulkhead-first-unfair`).
+    /// `bulkhead-first-unfair`, `full-stack`, `spring-default`).
     pub const fn name(self) -> &'static str {
         match self {
             Layout::Incident => "incident-layout",
             Layout::BulkheadFirst => "bulkhead-first",
             Layout::BulkheadFirstUnfair => "bulkhead-first-unfair",
+            Layout::FullStack => "full-stack",
+            Layout::SpringDefault => "spring-default",
         }
     }
 
@@ -87,20 +99,60 @@ impl Layout {
         Layout::ALL.into_iter().find(|l| l.name() == name)
     }
 
-    /// The circuit breaker's precedence: below the bulkhead's 100 (outside it) for the
-    /// incident, the default 400 (inside it) otherwise.
-    pub const fn breaker_precedence(self) -> i32 {
+    /// The precedence table of the layout, outermost first: the defaults, but for the
+    /// incident's breaker moved outside the bulkhead (50, below its 100) and Spring's order
+    /// (numbers above every default, so that setting them one by one never ties).
+    pub fn precedence(self) -> [(Aspect, i32); 5] {
+        let default = |aspect: Aspect| (aspect, aspect.default_precedence());
         match self {
-            Layout::Incident => 50,
-            Layout::BulkheadFirst | Layout::BulkheadFirstUnfair => {
-                Aspect::CircuitBreaker.default_precedence()
+            Layout::Incident => [
+                (Aspect::CircuitBreaker, 50),
+                default(Aspect::Bulkhead),
+                default(Aspect::RateLimiter),
+                default(Aspect::Retry),
+                default(Aspect::TimeLimiter),
+            ],
+            Layout::BulkheadFirst | Layout::BulkheadFirstUnfair | Layout::FullStack => {
+                Aspect::ALL.map(default)
             }
+            Layout::SpringDefault => [
+                (Aspect::Retry, 1010),
+                (Aspect::CircuitBreaker, 1020),
+                (Aspect::RateLimiter, 1030),
+                (Aspect::TimeLimiter, 1040),
+                (Aspect::Bulkhead, 1050),
+            ],
         }
     }
 
-    /// Whether the breaker records a rejection by the bulkhead as a failure.
+    /// The circuit breaker's precedence in this layout.
+    pub fn breaker_precedence(self) -> i32 {
+        self.precedence()
+            .into_iter()
+            .find(|(aspect, _)| *aspect == Aspect::CircuitBreaker)
+            .map_or(Aspect::CircuitBreaker.default_precedence(), |(_, p)| p)
+    }
+
+    /// Whether the order service's handler carries all five aspects (else the bulkhead and the
+    /// breaker only).
+    pub const fn all_five(self) -> bool {
+        matches!(self, Layout::FullStack | Layout::SpringDefault)
+    }
+
+    /// Whether the breaker records a rejection by another guard as a failure.
     pub const fn records_rejections(self) -> bool {
-        matches!(self, Layout::Incident)
+        matches!(self, Layout::Incident | Layout::SpringDefault)
+    }
+
+    /// Whether the retry retries a refusal by a guard inside it.
+    pub const fn retries_rejections(self) -> bool {
+        matches!(self, Layout::SpringDefault)
+    }
+
+    /// Whether the bulkhead is entered once per offered call (it sits outside the retry, or
+    /// there is no retry), so that its own count of rejections matches the callers'.
+    pub const fn bulkhead_once_per_call(self) -> bool {
+        !matches!(self, Layout::SpringDefault)
     }
 
     /// The bulkhead's `fair_call_handling`.
@@ -116,6 +168,12 @@ impl Layout {
             }
             Layout::BulkheadFirst => "bulkhead first, fair; rejections not recorded (the default)",
             Layout::BulkheadFirstUnfair => "bulkhead first, fair_call_handling(false)",
+            Layout::FullStack => {
+                "all five at the default precedence: retry inside admission control, time limiter inside the breaker"
+            }
+            Layout::SpringDefault => {
+                "Retry(CircuitBreaker(RateLimiter(TimeLimiter(Bulkhead)))), rejections recorded and retried (Spring's defaults)"
+            }
         }
     }
 }
@@ -199,11 +257,20 @@ impl std::error::Error for DrillError {
     }
 }
 
+/// Puts every aspect back at its default precedence. The defaults are distinct from every
+/// layout's numbers but the ones they share, so no step ties.
+fn restore_default_precedence(registry: &Registry) -> Result<(), resilience_runtime::ConfigError> {
+    for aspect in Aspect::ALL {
+        registry.set_precedence(aspect, aspect.default_precedence())?;
+    }
+    Ok(())
+}
+
 /// Runs the drill: each layout of `config` in turn, under the same seeded load, on a
 /// multi-threaded tokio runtime of its own; `observer` sees the progress.
 ///
 /// Uses the `orders` instances of the global registry and its precedence table, restoring the
-/// default precedence of the circuit breaker afterwards; a second drill in the same process
+/// default precedence afterwards; a second drill in the same process
 /// waits for the first to finish.
 ///
 /// # Errors
@@ -225,10 +292,7 @@ pub fn run(config: &DrillConfig, observer: &dyn Observer) -> Result<DrillReport,
     let mut runs = Vec::with_capacity(config.layouts.len());
     for &layout in &config.layouts {
         let run = runtime.block_on(load::run_layout(registry, config, layout, observer));
-        let restored = registry.set_precedence(
-            Aspect::CircuitBreaker,
-            Aspect::CircuitBreaker.default_precedence(),
-        );
+        let restored = restore_default_precedence(registry);
         let run = run?;
         observer.layout_finished(layout, &run);
         runs.push(run);

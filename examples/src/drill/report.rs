@@ -22,6 +22,10 @@ pub struct Counts {
     pub rejected_bulkhead: u64,
     /// Refused by the circuit breaker (`Rejected::CallNotPermitted`).
     pub not_permitted: u64,
+    /// Refused by the rate limiter (`Rejected::RequestNotPermitted`).
+    pub rate_limited: u64,
+    /// Cut off by the time limiter (`Rejected::TimedOut`).
+    pub timed_out: u64,
     /// Refused for another reason (never expected in the drill).
     pub other_rejected: u64,
 }
@@ -33,12 +37,18 @@ impl Counts {
             + self.failed
             + self.rejected_bulkhead
             + self.not_permitted
+            + self.rate_limited
+            + self.timed_out
             + self.other_rejected
     }
 
-    /// Calls refused by a guard, of any kind.
+    /// Calls refused by a guard, of any kind (a time-out included).
     pub fn rejected(&self) -> u64 {
-        self.rejected_bulkhead + self.not_permitted + self.other_rejected
+        self.rejected_bulkhead
+            + self.not_permitted
+            + self.rate_limited
+            + self.timed_out
+            + self.other_rejected
     }
 
     pub(crate) fn add(&mut self, other: &Counts) {
@@ -47,6 +57,8 @@ impl Counts {
         self.failed += other.failed;
         self.rejected_bulkhead += other.rejected_bulkhead;
         self.not_permitted += other.not_permitted;
+        self.rate_limited += other.rate_limited;
+        self.timed_out += other.timed_out;
         self.other_rejected += other.other_rejected;
     }
 }
@@ -71,7 +83,7 @@ impl Latencies {
             Outcome::Failed => &mut self.failed,
             Outcome::RejectedByBulkhead => &mut self.rejected_bulkhead,
             Outcome::NotPermitted => &mut self.not_permitted,
-            Outcome::OtherRejection => return,
+            Outcome::RateLimited | Outcome::TimedOut | Outcome::OtherRejection => return,
         };
         samples.push(micros(latency));
     }
@@ -143,6 +155,17 @@ pub(crate) struct BreakerSummary {
     pub(crate) open_time: Duration,
 }
 
+/// How often the calls of a run were attempted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Attempts {
+    /// Attempts a retry made beyond each call's first (its retry events).
+    pub retries: u64,
+    /// Times the handler's body ran (an attempt refused inside the retry runs none).
+    pub handler_runs: u64,
+    /// Attempts the time limiter cut off (those a retry then retried included).
+    pub cut_off: u64,
+}
+
 /// What one layout measured.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunReport {
@@ -172,6 +195,8 @@ pub struct RunReport {
     pub not_permitted_latency: Option<LatencySummary>,
     /// The rejections the bulkhead itself counted (its metrics), to cross-check the callers'.
     pub bulkhead_counted_rejections: u64,
+    /// How often the calls were attempted.
+    pub attempts: Attempts,
 }
 
 impl RunReport {
@@ -187,6 +212,7 @@ impl RunReport {
         elapsed: Duration,
         duration: Duration,
         bulkhead_counted_rejections: u64,
+        attempts: Attempts,
     ) -> Self {
         let mut rejected: Vec<u32> = latencies
             .rejected_bulkhead
@@ -208,6 +234,7 @@ impl RunReport {
             rejected_bulkhead_latency: LatencySummary::of(&mut latencies.rejected_bulkhead),
             not_permitted_latency: LatencySummary::of(&mut latencies.not_permitted),
             bulkhead_counted_rejections,
+            attempts,
         }
     }
 
@@ -217,10 +244,24 @@ impl RunReport {
     }
 
     /// Whether every offered call ended in exactly one outcome, and the bulkhead counted as
-    /// many rejections as the callers saw.
+    /// many rejections as the callers saw (where it is entered once per call: a retry outside
+    /// it asks it again per attempt).
     pub fn reconciles(&self) -> bool {
-        self.counts.offered == self.counts.ended()
-            && self.bulkhead_counted_rejections == self.counts.rejected_bulkhead
+        self.counts.offered == self.counts.ended() && self.bulkhead_agrees()
+    }
+
+    fn bulkhead_agrees(&self) -> bool {
+        !self.layout.bulkhead_once_per_call()
+            || self.bulkhead_counted_rejections == self.counts.rejected_bulkhead
+    }
+
+    /// Attempts per offered call: 1, plus the retries per call (each passes through the guards
+    /// inside the retry again, adding load to them).
+    pub fn attempts_per_call(&self) -> f64 {
+        if self.counts.offered == 0 {
+            return 0.0;
+        }
+        (self.counts.offered + self.attempts.retries) as f64 / self.counts.offered as f64
     }
 
     /// Succeeded calls per second of offered load.
@@ -249,6 +290,13 @@ impl RunReport {
             c.rejected_bulkhead,
             c.not_permitted
         );
+        if self.layout.all_five() {
+            let _ = write!(
+                line,
+                " + {} refused by the rate limiter + {} cut off by the time limiter",
+                c.rate_limited, c.timed_out
+            );
+        }
         if c.other_rejected > 0 {
             let _ = write!(line, " + {} rejected otherwise", c.other_rejected);
         }
@@ -258,7 +306,7 @@ impl RunReport {
         } else {
             let _ = write!(line, " (= {}, MISMATCH)", c.ended());
         }
-        if self.bulkhead_counted_rejections != c.rejected_bulkhead {
+        if !self.bulkhead_agrees() {
             let _ = write!(
                 line,
                 "; the bulkhead counted {} rejections (MISMATCH)",
@@ -280,7 +328,13 @@ impl RunReport {
             "failed": c.failed,
             "rejected_bulkhead": c.rejected_bulkhead,
             "not_permitted": c.not_permitted,
+            "rate_limited": c.rate_limited,
+            "timed_out": c.timed_out,
             "other_rejected": c.other_rejected,
+            "retries": self.attempts.retries,
+            "handler_runs": self.attempts.handler_runs,
+            "attempts_cut_off": self.attempts.cut_off,
+            "attempts_per_call": (self.attempts_per_call() * 1000.0).round() / 1000.0,
             "breaker_first_open_ms": self.breaker_first_open.map(|d| d.as_millis() as u64),
             "breaker_openings": self.breaker_openings,
             "breaker_open_ms": self.breaker_open_time.as_millis() as u64,
@@ -290,7 +344,8 @@ impl RunReport {
             "elapsed_ms": self.elapsed.as_millis() as u64,
             "throughput_per_s": (self.throughput() * 10.0).round() / 10.0,
             "downstream_failure_rate_percent": (self.downstream_failure_rate() * 100.0).round() / 100.0,
-            "breaker_outside_bulkhead": self.layout.breaker_precedence() < resilience_runtime::Aspect::Bulkhead.default_precedence(),
+            "breaker_outside_bulkhead": self.layout.breaker_precedence() < bulkhead_precedence(self.layout),
+            "all_five_aspects": self.layout.all_five(),
             "record_rejections": self.layout.records_rejections(),
             "fair_call_handling": self.layout.fair_call_handling(),
             "latency": {
@@ -302,6 +357,18 @@ impl RunReport {
             },
         })
     }
+}
+
+/// The bulkhead's precedence in `layout`.
+fn bulkhead_precedence(layout: Layout) -> i32 {
+    layout
+        .precedence()
+        .into_iter()
+        .find(|(aspect, _)| *aspect == resilience_runtime::Aspect::Bulkhead)
+        .map_or(
+            resilience_runtime::Aspect::Bulkhead.default_precedence(),
+            |(_, p)| p,
+        )
 }
 
 /// What a whole drill measured: its configuration and one [`RunReport`] per layout, in the
@@ -334,6 +401,9 @@ impl DrillReport {
             "failed",
             "rejected (bulkhead)",
             "not permitted (breaker)",
+            "rate limited",
+            "timed out",
+            "attempts/call",
             "breaker opened",
             "ok p50",
             "ok p99",
@@ -357,6 +427,9 @@ impl DrillReport {
                     c.failed.to_string(),
                     c.rejected_bulkhead.to_string(),
                     c.not_permitted.to_string(),
+                    dash_unless(r.layout.all_five(), c.rate_limited),
+                    dash_unless(r.layout.all_five(), c.timed_out),
+                    format!("{:.2}", r.attempts_per_call()),
                     r.breaker_first_open.map_or_else(
                         || "never".to_owned(),
                         |d| format!("{:.1} s", d.as_secs_f64()),
@@ -380,17 +453,29 @@ impl DrillReport {
             let c = &run.counts;
             let line = match run.breaker_first_open {
                 Some(at) => {
-                    let cause = if run.layout.records_rejections() && c.rejected_bulkhead > 0 {
-                        format!(
-                            "although the downstream failed only {:.1} % of the calls it ran: \
-                             it counted the bulkhead's {} rejections as failures",
-                            run.downstream_failure_rate(),
-                            c.rejected_bulkhead
-                        )
-                    } else {
+                    // What the breaker counted besides the downstream's own failures: the
+                    // guards' refusals it records, and the time-outs of a time limiter inside it.
+                    let mut counted = Vec::new();
+                    if run.layout.records_rejections() && run.bulkhead_counted_rejections > 0 {
+                        counted.push(format!(
+                            "the bulkhead's {} rejections",
+                            run.bulkhead_counted_rejections
+                        ));
+                    }
+                    if run.attempts.cut_off > 0 {
+                        counted.push(format!("{} time-outs", run.attempts.cut_off));
+                    }
+                    let cause = if counted.is_empty() {
                         format!(
                             "with the downstream failing {:.1} % of the calls it ran",
                             run.downstream_failure_rate()
+                        )
+                    } else {
+                        format!(
+                            "although the downstream failed only {:.1} % of the calls it ran: \
+                             it counted {} as failures",
+                            run.downstream_failure_rate(),
+                            counted.join(" and ")
                         )
                     };
                     format!(
@@ -431,6 +516,17 @@ impl DrillReport {
                     line
                 }
             };
+            let mut line = line;
+            if run.layout.all_five() {
+                let _ = write!(
+                    line,
+                    " {:.2} attempts per offered call; the time limiter cut off {} attempts ({} calls ended so) and the rate limiter refused {} calls.",
+                    run.attempts_per_call(),
+                    run.attempts.cut_off,
+                    c.timed_out,
+                    c.rate_limited
+                );
+            }
             lines.push(line);
         }
         lines
@@ -459,8 +555,21 @@ impl DrillReport {
                 "breaker_minimum_calls": c.breaker_minimum_calls,
                 "breaker_open_wait_ms": c.breaker_open_wait.as_millis() as u64,
                 "breaker_half_open_calls": c.breaker_half_open_calls,
+                "rate_limit_per_second": c.rate_limit_per_second,
+                "retry_max_attempts": c.retry_max_attempts,
+                "retry_wait_ms": c.retry_wait.as_millis() as u64,
+                "time_limiter_timeout_ms": c.time_limiter_timeout.as_millis() as u64,
             },
         })
+    }
+}
+
+/// `n`, or `-` where the layout has no such guard.
+fn dash_unless(present: bool, n: u64) -> String {
+    if present {
+        n.to_string()
+    } else {
+        "-".to_owned()
     }
 }
 
@@ -547,6 +656,8 @@ mod tests {
             failed: 1,
             rejected_bulkhead: 3,
             not_permitted: 1,
+            rate_limited: 0,
+            timed_out: 0,
             other_rejected: 0,
         };
         let run = |counts, bulkhead| {
@@ -558,6 +669,7 @@ mod tests {
                 Duration::from_secs(1),
                 Duration::from_secs(1),
                 bulkhead,
+                Attempts::default(),
             )
         };
         assert!(run(counts, 3).reconciles());

@@ -1,12 +1,13 @@
 //! [`OrderService`]: the guarded handler the drill drives.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use resilience_runtime::{bulkhead, circuit_breaker, Rejected};
+use resilience_runtime::{bulkhead, circuit_breaker, rate_limiter, retry, time_limiter, Rejected};
 
 use super::downstream::{Downstream, DownstreamError, Work};
 
-/// The instance name of the order service's bulkhead and circuit breaker in the registry.
+/// The instance name of every guard of the order service in the registry.
 pub const ORDERS: &str = "orders";
 
 /// An order placed by a simulated caller.
@@ -60,12 +61,22 @@ impl std::error::Error for OrderError {}
 #[derive(Debug)]
 pub struct OrderService {
     downstream: Downstream,
+    /// Times a handler's body ran: one per attempt.
+    attempts: AtomicU64,
 }
 
 impl OrderService {
     /// A service calling `downstream`.
     pub fn new(downstream: Downstream) -> Self {
-        OrderService { downstream }
+        OrderService {
+            downstream,
+            attempts: AtomicU64::new(0),
+        }
+    }
+
+    /// How many times a handler's body ran (each attempt of a retry counts).
+    pub fn attempts(&self) -> u64 {
+        self.attempts.load(Ordering::Relaxed)
     }
 
     /// The downstream this service calls.
@@ -83,6 +94,29 @@ impl OrderService {
     #[bulkhead(name = "orders")]
     #[circuit_breaker(name = "orders")]
     pub async fn create_order(&self, order: Order) -> Result<OrderId, OrderError> {
+        self.place(order).await
+    }
+
+    /// [`create_order`](Self::create_order) guarded by all five aspects, in the order the
+    /// registry's precedence table gives them: a failure of the downstream is retried, and an
+    /// attempt that takes longer than the time limiter's timeout is cut off (its downstream
+    /// request dropped, its worker freed).
+    ///
+    /// # Errors
+    ///
+    /// As [`create_order`](Self::create_order), and [`OrderError::Rejected`] with
+    /// `RequestNotPermitted` or `TimedOut` from the rate limiter or the time limiter.
+    #[bulkhead(name = "orders")]
+    #[rate_limiter(name = "orders")]
+    #[retry(name = "orders")]
+    #[circuit_breaker(name = "orders")]
+    #[time_limiter(name = "orders")]
+    pub async fn create_order_guarded_by_all(&self, order: Order) -> Result<OrderId, OrderError> {
+        self.place(order).await
+    }
+
+    async fn place(&self, order: Order) -> Result<OrderId, OrderError> {
+        self.attempts.fetch_add(1, Ordering::Relaxed);
         self.downstream
             .serve(order.work)
             .await
