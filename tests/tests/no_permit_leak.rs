@@ -378,3 +378,66 @@ fn a_subscriber_panicking_as_a_call_enters_leaks_no_permit_and_no_probe() {
     plan.call(|| Ok::<(), CallError>(())).unwrap();
     assert_eq!(breaker.state(), CircuitState::Closed);
 }
+
+/// The same guards with a retry and a time limiter around the breaker: the call runs as nested
+/// segments. The retry makes one attempt, so the tally still maps onto the breaker's counts.
+const WRAPPED: [Guard; 4] = [
+    Guard::circuit_breaker("leak"),
+    Guard::time_limiter("leak"),
+    Guard::bulkhead("leak"),
+    Guard::retry("leak"),
+];
+
+fn wrapped_registry(max_calls: u32) -> Registry {
+    let registry = registry(max_calls, true);
+    registry
+        .configure_retry(
+            "leak",
+            resilience_runtime::RetryConfig::builder()
+                .max_attempts(1)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    registry
+}
+
+#[test]
+fn threads_through_wrappers_leak_no_permit() {
+    quiet_injected_panics();
+    let registry = Arc::new(wrapped_registry(2));
+    let plan = Arc::new(registry.plan(&WRAPPED).unwrap());
+    let tally = Arc::new(Tally::default());
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let (plan, tally) = (plan.clone(), tally.clone());
+            std::thread::spawn(move || sync_worker(&plan, &tally, 0x7f4a_7c15 + t, 400))
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    assert_consistent(&registry, &tally, 4 * 400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_through_wrappers_leak_no_permit() {
+    quiet_injected_panics();
+    let registry = Arc::new(wrapped_registry(3));
+    let plan = Arc::new(registry.plan(&WRAPPED).unwrap());
+    let tally = Arc::new(Tally::default());
+    let tasks: Vec<_> = (0..8)
+        .map(|t| {
+            tokio::spawn(async_worker(
+                plan.clone(),
+                tally.clone(),
+                0x2545_f491 + t,
+                300,
+            ))
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_consistent(&registry, &tally, 8 * 300);
+}
