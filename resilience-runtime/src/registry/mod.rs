@@ -49,9 +49,10 @@ fn next_generation() -> u64 {
 ///   A named configuration takes every field it does not set from its
 ///   [`base`](BulkheadConfig::base) configuration if it names one, else from the default
 ///   configuration of its kind (Resilience4j's `baseConfig` and `default`).
-/// - **Instances.** [`bulkhead`](Registry::bulkhead) and
-///   [`circuit_breaker`](Registry::circuit_breaker) get or create the instance of a name; a
-///   name never configured gets the default configuration. An instance lives as long as its
+/// - **Instances.** [`bulkhead`](Registry::bulkhead), [`rate_limiter`](Registry::rate_limiter),
+///   [`retry`](Registry::retry), [`circuit_breaker`](Registry::circuit_breaker) and
+///   [`time_limiter`](Registry::time_limiter) get or create the instance of a name; a name
+///   never configured gets the default configuration. An instance lives as long as its
 ///   registry: configuring a name reconfigures its instance in place, so every handle to it
 ///   stays live and its event subscribers keep listening (a breaker starts over with fresh
 ///   metrics; a bulkhead's limit moves at once, the calls in flight counted against it, and
