@@ -10,7 +10,7 @@
 # calls, are the same in both), and prints (total(N) - total(0)) / N per case, for a case that
 # guards a call the same less `bare`'s (the loop and the unguarded call), and the ratio to the
 # case's peer (below 1.00: ours runs fewer instructions); for a case that extends another (the
-# three-gate call the two-gate one), the increment over it. A ratio needs the peer among the
+# three-gate and five-aspect calls the two-gate ones), the increment over it. A ratio needs the peer among the
 # cases run, an increment the case it extends; "over bare" needs `bare`.
 #
 # What it counts: user-space instructions, nothing else: not the kernel's work in a syscall, nor
@@ -21,7 +21,9 @@
 # rejections read the clock once per call (ours and recloser's alike); the closed-path cases
 # measured here read none. The rate limiter cases read a clock once per call: ours the coarse
 # clock (`clock_gettime`, so only its wrapper counts), governor the TSC through quanta (`rdtsc`
-# in user space: every instruction of it counts).
+# in user space: every instruction of it counts). `tokio_timeout` reads tokio's clock once per
+# call (`clock_gettime`, only its wrapper counts); ours, retry and time limiter, read none for a
+# call whose first attempt succeeds at its first poll.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,9 +43,17 @@ cases=(
     recloser - no -
     breaker_plan recloser yes -
     two_gates_plan semaphore_recloser yes -
+    two_gates_plan_async semaphore_recloser yes -
     two_gates_macro_sync semaphore_recloser yes -
     two_gates_macro_async semaphore_recloser yes -
     three_gates_macro_async semaphore_recloser yes two_gates_macro_async
+    five_aspects_macro_async - yes two_gates_macro_async
+    five_aspects_plan_async - yes two_gates_plan_async
+    five_aspects_plan_sync - yes two_gates_plan
+    four_aspects_macro_sync - yes two_gates_macro_sync
+    retry_plan_async - yes -
+    time_limiter_plan_async tokio_timeout yes -
+    tokio_timeout - yes -
     semaphore_recloser - yes -
     tokio_semaphore - no -
     bulkhead tokio_semaphore no -

@@ -3,17 +3,21 @@
 //! steadiest figure to compare cases by (the cases are interleaved round by round, so each
 //! sees the same quiet moments). `cargo bench -p resilience-benches --bench best_of [rounds]`.
 //! Criterion's medians (`peers.rs`) are the published table; this is the cross-check, for the
-//! whole guarded call and for the breaker's closed path by window size.
+//! whole guarded call (two gates, and all five aspects), and for the breaker's closed path by
+//! window size.
 
 #![allow(missing_docs)]
 
 use std::hint::black_box;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use resilience_runtime::{
-    bulkhead, circuit_breaker, BulkheadConfig, CircuitBreaker, CircuitBreakerConfig, Guard,
-    Registry, SlidingWindow,
+    bulkhead, circuit_breaker, rate_limiter, retry, time_limiter, BulkheadConfig, CircuitBreaker,
+    CircuitBreakerConfig, Guard, RateLimiterConfig, Registry, RetryConfig, SlidingWindow,
+    TimeLimiterConfig,
 };
+use tower::{Service, ServiceBuilder};
 
 mod common;
 use common::{bare, poll_now, CallError};
@@ -29,6 +33,17 @@ async fn guarded(x: u32) -> Result<u32, CallError> {
 #[circuit_breaker(name = "best-of")]
 #[inline(never)]
 fn guarded_sync(x: u32) -> Result<u32, CallError> {
+    Ok(black_box(x) + 1)
+}
+
+/// Every aspect, in precedence order, the first attempt successful.
+#[bulkhead(name = "best-of-five")]
+#[rate_limiter(name = "best-of-five")]
+#[retry(name = "best-of-five")]
+#[circuit_breaker(name = "best-of-five")]
+#[time_limiter(name = "best-of-five")]
+#[inline(never)]
+async fn guarded_five(x: u32) -> Result<u32, CallError> {
     Ok(black_box(x) + 1)
 }
 
@@ -147,6 +162,189 @@ fn breaker_alone(rounds: usize) {
     }
 }
 
+/// One call through a tower service: `poll_ready`, `call`, the response future polled once
+/// (peers.rs's `tower_call`).
+#[inline(always)]
+fn tower_call<S: Service<()>>(service: &mut S) -> Result<S::Response, S::Error> {
+    match service.poll_ready(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(Ok(())) => {}
+        Poll::Ready(Err(e)) => return Err(e),
+        Poll::Pending => panic!("a measured service must be ready"),
+    }
+    poll_now(service.call(()))
+}
+
+/// peers.rs's `five_aspects` group: the two-gate call against the five-aspect one (bulkhead,
+/// rate limiter, retry, breaker, time limiter; first attempt successful, ready at its first
+/// poll), through the macro, a held plan (async and sync) and tower-resilience's layers in the
+/// same order, with the same policies: 25 permits; 10⁹ permissions per second (none refused);
+/// 3 attempts, 500 ms apart; count window of 100, no slow-call rule; 1 s.
+fn five_aspects(rounds: usize) {
+    let registry = Registry::global();
+    registry
+        .configure_bulkhead(
+            "best-of-five",
+            BulkheadConfig::builder()
+                .max_concurrent_calls(25)
+                .build()
+                .expect("valid bulkhead"),
+        )
+        .expect("bulkhead");
+    registry
+        .configure_rate_limiter(
+            "best-of-five",
+            RateLimiterConfig::builder()
+                .limit_for_period(1_000_000_000)
+                .limit_refresh_period(Duration::from_secs(1))
+                .timeout_duration(Duration::ZERO)
+                .build()
+                .expect("valid rate limiter"),
+        )
+        .expect("rate limiter");
+    registry
+        .configure_retry(
+            "best-of-five",
+            RetryConfig::builder()
+                .max_attempts(3)
+                .wait_duration(Duration::from_millis(500))
+                .build()
+                .expect("valid retry"),
+        )
+        .expect("retry");
+    registry
+        .configure_circuit_breaker(
+            "best-of-five",
+            CircuitBreakerConfig::builder()
+                .sliding_window(SlidingWindow::CountBased(100))
+                .minimum_number_of_calls(100)
+                .slow_call_duration_threshold(Duration::MAX)
+                .build()
+                .expect("valid breaker"),
+        )
+        .expect("breaker");
+    registry
+        .configure_time_limiter(
+            "best-of-five",
+            TimeLimiterConfig::builder()
+                .timeout_duration(Duration::from_secs(1))
+                .build()
+                .expect("valid time limiter"),
+        )
+        .expect("time limiter");
+    let two = registry
+        .plan(&[
+            Guard::bulkhead("best-of"),
+            Guard::circuit_breaker("best-of"),
+        ])
+        .expect("plan");
+    let five = registry
+        .plan(&[
+            Guard::bulkhead("best-of-five"),
+            Guard::rate_limiter("best-of-five"),
+            Guard::retry("best-of-five"),
+            Guard::circuit_breaker("best-of-five"),
+            Guard::time_limiter("best-of-five"),
+        ])
+        .expect("plan");
+
+    // tower-resilience's bulkhead and time limiter need a runtime context.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let _context = rt.enter();
+    let bulkhead = || {
+        tower_resilience_bulkhead::BulkheadLayer::builder()
+            .max_concurrent_calls(25)
+            .reject_when_full()
+            .build()
+            .expect("valid tower-resilience bulkhead")
+    };
+    let breaker = || {
+        tower_resilience_circuitbreaker::CircuitBreakerLayer::builder()
+            .failure_rate_threshold(0.5)
+            .sliding_window_size(100)
+            .minimum_number_of_calls(100)
+            .wait_duration_in_open(Duration::from_secs(3600))
+            .build()
+            .expect("valid tower-resilience breaker")
+    };
+    let mut tower_two = ServiceBuilder::new()
+        .layer(bulkhead())
+        .layer(breaker())
+        .service(tower::service_fn(|()| bare(black_box(1))));
+    let mut tower_five = ServiceBuilder::new()
+        .layer(bulkhead())
+        .layer(
+            tower_resilience_ratelimiter::RateLimiterLayer::builder()
+                .limit_for_period(1_000_000_000)
+                .refresh_period(Duration::from_secs(1))
+                .timeout_duration(Duration::ZERO)
+                .build()
+                .expect("valid tower-resilience rate limiter"),
+        )
+        .layer(
+            tower_resilience_retry::RetryLayer::builder()
+                .max_attempts(3)
+                .fixed_backoff(Duration::from_millis(500))
+                .build(),
+        )
+        .layer(breaker())
+        .layer(
+            tower_resilience_timelimiter::TimeLimiterLayer::builder()
+                .timeout_duration(Duration::from_secs(1))
+                .build(),
+        )
+        .service(tower::service_fn(|()| bare(black_box(1))));
+
+    let names = [
+        "bare",
+        "ours_macro",
+        "ours_five_macro",
+        "ours_plan",
+        "ours_five_plan",
+        "ours_plan_sync",
+        "ours_five_plan_sync",
+        "tower_resilience_two",
+        "tower_resilience_five",
+    ];
+    let best = best!(rounds;
+        "bare" => drop(poll_now(bare(black_box(1)))),
+        "ours_macro" => drop(poll_now(guarded(black_box(1)))),
+        "ours_five_macro" => drop(poll_now(guarded_five(black_box(1)))),
+        "ours_plan" => drop(poll_now(two.call_async(|| bare(black_box(1))))),
+        "ours_five_plan" => drop(poll_now(five.call_async(|| bare(black_box(1))))),
+        "ours_plan_sync" => drop(two.call(|| Ok::<u32, CallError>(black_box(1) + 1))),
+        "ours_five_plan_sync" => drop(five.call(|| Ok::<u32, CallError>(black_box(1) + 1))),
+        "tower_resilience_two" => drop(tower_call(&mut tower_two)),
+        "tower_resilience_five" => drop(tower_call(&mut tower_five)),
+    );
+    println!(
+        "\nfive aspects against two gates, best of {rounds} rounds: ns per call, over `bare`, \
+         over the same call with two gates, and ours / tower-resilience's"
+    );
+    // Each case's two-gate counterpart, and its tower-resilience peer.
+    let cases: [(Option<usize>, Option<usize>); 9] = [
+        (None, None),
+        (None, Some(7)),
+        (Some(1), Some(8)),
+        (None, Some(7)),
+        (Some(3), Some(8)),
+        (None, Some(7)),
+        (Some(5), Some(8)),
+        (None, None),
+        (Some(7), None),
+    ];
+    for ((name, time), (two, peer)) in names.iter().zip(&best).zip(cases) {
+        let over_two = two.map_or(String::new(), |two| format!("+{:.1}", time - best[two]));
+        let ratio = peer.map_or(String::new(), |peer| format!("{:.2}x", time / best[peer]));
+        println!(
+            "{name:22} {time:7.1}   +{:<7.1} {over_two:>7}   {ratio}",
+            time - best[0]
+        );
+    }
+}
+
 /// Nanoseconds per call of `call`, over one round of `CALLS` calls.
 fn round(mut call: impl FnMut()) -> f64 {
     const CALLS: u32 = 20_000;
@@ -231,6 +429,8 @@ fn main() {
     }
 
     breaker_alone(rounds);
+
+    five_aspects(rounds);
 
     // `scaling_window`'s cases: one successful call through a closed breaker with the default
     // 60 s slow-call rule (timed with the coarse clock on Linux), by window size.

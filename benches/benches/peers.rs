@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use resilience_runtime::{
-    bulkhead, circuit_breaker, rate_limiter, Bulkhead, BulkheadConfig, CircuitBreaker,
-    CircuitBreakerConfig, CircuitBreakerConfigBuilder, Guard, RateLimiter, RateLimiterConfig,
-    Registry, Rejected, SlidingWindow,
+    bulkhead, circuit_breaker, rate_limiter, retry, time_limiter, Bulkhead, BulkheadConfig,
+    CircuitBreaker, CircuitBreakerConfig, CircuitBreakerConfigBuilder, Guard, RateLimiter,
+    RateLimiterConfig, Registry, Rejected, RetryConfig, SlidingWindow, TimeLimiterConfig,
 };
 use tower::{Service, ServiceBuilder};
 
@@ -358,13 +358,22 @@ fn tower_resilience_rate_limiter(
     limit: u32,
     period: Duration,
 ) -> impl Service<(), Response = (), Error = impl std::fmt::Debug> + Clone + Send {
-    let layer = tower_resilience_ratelimiter::RateLimiterLayer::builder()
+    ServiceBuilder::new()
+        .layer(tower_resilience_rate_limiter_layer(limit, period))
+        .service(noop_service())
+}
+
+/// tower-resilience's rate limiter layer: `limit` per `period`, timeout zero.
+fn tower_resilience_rate_limiter_layer(
+    limit: u32,
+    period: Duration,
+) -> tower_resilience_ratelimiter::RateLimiterLayer {
+    tower_resilience_ratelimiter::RateLimiterLayer::builder()
         .limit_for_period(limit as usize)
         .refresh_period(period)
         .timeout_duration(Duration::ZERO)
         .build()
-        .expect("valid tower-resilience rate limiter");
-    ServiceBuilder::new().layer(layer).service(noop_service())
+        .expect("valid tower-resilience rate limiter")
 }
 
 /// A runtime context for tower's `RateLimit`, whose constructor makes a timer entry.
@@ -585,6 +594,281 @@ fn guarded_call(c: &mut Criterion) {
         .layer(layer)
         .service(tower::service_fn(|()| bare(black_box(1))));
     g.bench_function("tower_stack", |b| {
+        b.iter(|| tower_call(black_box(&mut stack)).unwrap())
+    });
+    g.finish();
+}
+
+// ---------------------------------------------------------------- wrappers: retry, time limiter
+//
+// The equal policies: a retry of at most 3 attempts (the first and two retries), a fixed 500 ms
+// apart; a time limiter of 1 s that cancels the call. Every measured call succeeds at its first
+// attempt and completes at its first poll, so no case retries, sleeps or times out: this is the
+// cost of the wrapper around a call that needs none of it.
+//
+// - ours: a first-attempt success reads no clock and allocates nothing; a time limiter whose call
+//   is ready at its first poll reads no clock and starts no timer.
+// - backon: `.retry(builder)` builds the backoff per call (`ConstantBuilder::build` seeds a
+//   `fastrand::Rng` from the thread's); its tokio sleeper is used only between attempts.
+// - tokio-retry: the strategy (an iterator of delays) is made per call, and `Retry::start`
+//   makes the first future at once.
+// - tower-resilience's retry: clones the inner service, boxes the future, and reads
+//   `Instant::now` for its success event (emitted to no listener).
+// - `tokio::time::timeout` (and tower's `Timeout`, which calls `tokio::time::sleep`): reads
+//   tokio's clock and clones the runtime's handle up front (no timer entry is registered unless
+//   the timer is polled); needs a runtime context.
+// - tower-resilience's time limiter: `tokio::time::timeout` inside a boxed future, and two
+//   `Instant::now` reads for its success event.
+
+/// At most 3 attempts.
+const RETRY_MAX_ATTEMPTS: u32 = 3;
+/// The fixed wait between attempts (never waited here: no attempt fails).
+const RETRY_WAIT: Duration = Duration::from_millis(500);
+/// The time limiter's bound (never reached here: every call is ready at once).
+const TIMEOUT: Duration = Duration::from_secs(1);
+
+fn retry_config() -> RetryConfig {
+    RetryConfig::builder()
+        .max_attempts(RETRY_MAX_ATTEMPTS)
+        .wait_duration(RETRY_WAIT)
+        .build()
+        .expect("valid retry config")
+}
+
+fn time_limiter_config() -> TimeLimiterConfig {
+    TimeLimiterConfig::builder()
+        .timeout_duration(TIMEOUT)
+        .cancel_running_future(true)
+        .build()
+        .expect("valid time limiter config")
+}
+
+/// backon's equal policy: a constant 500 ms, at most 2 retries (3 attempts), no jitter.
+fn backon_policy() -> backon::ConstantBuilder {
+    backon::ConstantBuilder::default()
+        .with_delay(RETRY_WAIT)
+        .with_max_times(RETRY_MAX_ATTEMPTS as usize - 1)
+}
+
+/// tokio-retry's equal policy: a fixed 500 ms, 2 retries.
+fn tokio_retry_policy() -> std::iter::Take<tokio_retry::strategy::FixedInterval> {
+    tokio_retry::strategy::FixedInterval::new(RETRY_WAIT).take(RETRY_MAX_ATTEMPTS as usize - 1)
+}
+
+/// tower-resilience's retry: 3 attempts, a fixed 500 ms apart, every error retried.
+fn tower_resilience_retry_layer<E>() -> tower_resilience_retry::RetryLayer<(), u32, E> {
+    tower_resilience_retry::RetryLayer::builder()
+        .max_attempts(RETRY_MAX_ATTEMPTS as usize)
+        .fixed_backoff(RETRY_WAIT)
+        .build()
+}
+
+/// tower-resilience's time limiter: 1 s, cancelling the call.
+fn tower_resilience_time_limiter_layer(
+) -> tower_resilience_timelimiter::TimeLimiterLayer<tower_resilience_timelimiter::FixedTimeout> {
+    tower_resilience_timelimiter::TimeLimiterLayer::builder()
+        .timeout_duration(TIMEOUT)
+        .cancel_running_future(true)
+        .build()
+}
+
+/// The service every tower case of these groups wraps: `bare`, answering at once.
+fn bare_service() -> impl Service<(), Response = u32, Error = CallError, Future: Send> + Clone + Send
+{
+    tower::service_fn(|()| bare(black_box(1)))
+}
+
+fn retry_success(c: &mut Criterion) {
+    use backon::Retryable as _;
+    let r = Registry::global();
+    r.configure_retry("bench-retry", retry_config())
+        .expect("retry");
+    let plan = r.plan(&[Guard::retry("bench-retry")]).expect("plan");
+    let mut g = c.benchmark_group("retry_success");
+    g.bench_function("bare", |b| b.iter(|| poll_now(bare(black_box(1))).unwrap()));
+    g.bench_function("ours", |b| {
+        b.iter(|| poll_now(plan.call_async(|| bare(black_box(1)))).unwrap())
+    });
+    g.bench_function("backon", |b| {
+        b.iter(|| poll_now((|| bare(black_box(1))).retry(backon_policy())).unwrap())
+    });
+    g.bench_function("tokio_retry", |b| {
+        b.iter(|| {
+            poll_now(tokio_retry::Retry::start(tokio_retry_policy(), || {
+                bare(black_box(1))
+            }))
+            .unwrap()
+        })
+    });
+    let mut tr = ServiceBuilder::new()
+        .layer(tower_resilience_retry_layer())
+        .service(bare_service());
+    g.bench_function("tower_resilience", |b| {
+        b.iter(|| tower_call(black_box(&mut tr)).unwrap())
+    });
+    g.finish();
+}
+
+fn time_limiter_ready(c: &mut Criterion) {
+    let r = Registry::global();
+    r.configure_time_limiter("bench-time-limiter", time_limiter_config())
+        .expect("time limiter");
+    let plan = r
+        .plan(&[Guard::time_limiter("bench-time-limiter")])
+        .expect("plan");
+    // Every case in a runtime context, as an application's calls are: tokio's timeout needs one.
+    let rt = time_runtime();
+    let _context = rt.enter();
+    let mut g = c.benchmark_group("time_limiter_ready");
+    g.bench_function("bare", |b| b.iter(|| poll_now(bare(black_box(1))).unwrap()));
+    g.bench_function("ours", |b| {
+        b.iter(|| poll_now(plan.call_async(|| bare(black_box(1)))).unwrap())
+    });
+    // The one-shot form: the future made by the caller, not by a factory.
+    g.bench_function("ours_future", |b| {
+        b.iter(|| poll_now(plan.call_future(bare(black_box(1)))).unwrap())
+    });
+    g.bench_function("tokio_timeout", |b| {
+        b.iter(|| {
+            poll_now(tokio::time::timeout(TIMEOUT, bare(black_box(1))))
+                .expect("in time")
+                .unwrap()
+        })
+    });
+    let mut tt = ServiceBuilder::new()
+        .timeout(TIMEOUT)
+        .service(bare_service());
+    g.bench_function("tower_timeout", |b| {
+        b.iter(|| tower_call(black_box(&mut tt)).unwrap())
+    });
+    let mut tr = ServiceBuilder::new()
+        .layer(tower_resilience_time_limiter_layer())
+        .service(bare_service());
+    g.bench_function("tower_resilience", |b| {
+        b.iter(|| tower_call(black_box(&mut tr)).unwrap())
+    });
+    g.finish();
+}
+
+// ---------------------------------------------------------------- five aspects
+
+/// Every aspect, first attempt successful: `five_aspects/ours_macro`. The attributes in
+/// precedence order (any order gives the same plan).
+#[bulkhead(name = "bench-five")]
+#[rate_limiter(name = "bench-five")]
+#[retry(name = "bench-five")]
+#[circuit_breaker(name = "bench-five")]
+#[time_limiter(name = "bench-five")]
+#[inline(never)]
+async fn guarded_five(x: u32) -> Result<u32, CallError> {
+    Ok(black_box(x) + 1)
+}
+
+/// The five instances `bench-five` of the global registry: `bench`'s bulkhead and breaker
+/// (25 permits; count window of 100, no slow-call rule), a rate limiter of 10⁹ per second
+/// (nothing refused), a retry of 3 attempts and a time limiter of 1 s.
+fn configure_five() {
+    configure_global("bench-five", false);
+    let r = Registry::global();
+    r.configure_rate_limiter(
+        "bench-five",
+        rate_limiter_config(RATE_PER_SECOND, Duration::from_secs(1)),
+    )
+    .expect("rate limiter");
+    r.configure_retry("bench-five", retry_config())
+        .expect("retry");
+    r.configure_time_limiter("bench-five", time_limiter_config())
+        .expect("time limiter");
+}
+
+/// The five as a plan, in precedence order (the registry sorts them anyway).
+fn five_guards(name: &str) -> [Guard<'_>; 5] {
+    [
+        Guard::bulkhead(name),
+        Guard::rate_limiter(name),
+        Guard::retry(name),
+        Guard::circuit_breaker(name),
+        Guard::time_limiter(name),
+    ]
+}
+
+/// tower-resilience's bulkhead and breaker over `service`: the two-gate stack's policies.
+fn tower_resilience_bulkhead_layer() -> tower_resilience_bulkhead::BulkheadLayer {
+    tower_resilience_bulkhead::BulkheadLayer::builder()
+        .max_concurrent_calls(25)
+        .reject_when_full()
+        .build()
+        .expect("valid tower-resilience bulkhead")
+}
+
+fn tower_resilience_breaker_layer() -> tower_resilience_circuitbreaker::CircuitBreakerLayer {
+    tower_resilience_circuitbreaker::CircuitBreakerLayer::builder()
+        .failure_rate_threshold(0.5)
+        .sliding_window_size(100)
+        .minimum_number_of_calls(100)
+        .wait_duration_in_open(Duration::from_secs(3600))
+        .build()
+        .expect("valid tower-resilience breaker")
+}
+
+/// The two-gate call against the five-aspect one, all in one group (and one runtime context,
+/// which tower-resilience's bulkhead and time limiter need): what the rate limiter, the retry
+/// and the time limiter add to a call whose first attempt succeeds, through the macro, a held
+/// plan (async and sync; a sync plan passes through its time limiter), and tower-resilience's
+/// five layers in the same order.
+fn five_aspects(c: &mut Criterion) {
+    configure_global("bench", false);
+    configure_five();
+    let r = Registry::global();
+    let two = r
+        .plan(&[Guard::bulkhead("bench"), Guard::circuit_breaker("bench")])
+        .expect("plan");
+    let five = r.plan(&five_guards("bench-five")).expect("plan");
+    let rt = time_runtime();
+    let _context = rt.enter();
+    let mut g = c.benchmark_group("five_aspects");
+    g.bench_function("bare", |b| b.iter(|| poll_now(bare(black_box(1))).unwrap()));
+    g.bench_function("ours_two_gates_macro", |b| {
+        b.iter(|| poll_now(guarded(black_box(1))).unwrap())
+    });
+    g.bench_function("ours_macro", |b| {
+        b.iter(|| poll_now(guarded_five(black_box(1))).unwrap())
+    });
+    g.bench_function("ours_two_gates_plan", |b| {
+        b.iter(|| poll_now(two.call_async(|| bare(black_box(1)))).unwrap())
+    });
+    g.bench_function("ours_plan", |b| {
+        b.iter(|| poll_now(five.call_async(|| bare(black_box(1)))).unwrap())
+    });
+    g.bench_function("ours_two_gates_plan_sync", |b| {
+        b.iter(|| two.call(|| Ok::<u32, CallError>(black_box(1) + 1)).unwrap())
+    });
+    g.bench_function("ours_plan_sync", |b| {
+        b.iter(|| {
+            five.call(|| Ok::<u32, CallError>(black_box(1) + 1))
+                .unwrap()
+        })
+    });
+    let mut two_stack = ServiceBuilder::new()
+        .layer(tower_resilience_bulkhead_layer())
+        .layer(tower_resilience_breaker_layer())
+        .service(bare_service());
+    g.bench_function("tower_resilience_two_gates", |b| {
+        b.iter(|| tower_call(black_box(&mut two_stack)).unwrap())
+    });
+    // Outermost first, our default precedence: bulkhead, rate limiter, retry, breaker, time
+    // limiter.
+    let mut stack = ServiceBuilder::new()
+        .layer(tower_resilience_bulkhead_layer())
+        .layer(tower_resilience_rate_limiter_layer(
+            RATE_PER_SECOND,
+            Duration::from_secs(1),
+        ))
+        .layer(tower_resilience_retry_layer())
+        .layer(tower_resilience_breaker_layer())
+        .layer(tower_resilience_time_limiter_layer())
+        .service(bare_service());
+    g.bench_function("tower_resilience", |b| {
         b.iter(|| tower_call(black_box(&mut stack)).unwrap())
     });
     g.finish();
@@ -833,7 +1117,8 @@ criterion_group! {
     name = benches;
     config = config();
     targets = components, breaker_closed, breaker_closed_2threads, bulkhead_admission,
-        rate_limiter_permit, rate_limiter_permit_2threads, guarded_call, open_rejection,
+        rate_limiter_permit, rate_limiter_permit_2threads, guarded_call, retry_success,
+        time_limiter_ready, five_aspects, open_rejection,
         rate_limiter_refusal, bulkhead_fairness, scaling_window, scaling_rate_limiter,
         scaling_registry
 }

@@ -4,7 +4,9 @@
 //!
 //! The policies are those of the criterion cases in `benches/peers.rs` (count window of 100,
 //! minimum 100 calls, 50 %, slow-call rule off for the equal policy; bulkhead of 25 permits,
-//! no wait; rate limiter of 10⁹ permissions per second, no wait, so none is refused). Setup is the same whatever `N` is, and ends with `WARM_UP` calls of the case, so
+//! no wait; rate limiter of 10⁹ permissions per second, no wait, so none is refused; retry of
+//! 3 attempts, 500 ms apart; time limiter of 1 s, the wrapped call ready at its first poll, so
+//! none retries, sleeps or starts a timer). Setup is the same whatever `N` is, and ends with `WARM_UP` calls of the case, so
 //! that lazy initialisation (the macro's plan look-up, thread-locals) and the filling of the
 //! count windows fall outside the difference: what is left is the steady call.
 
@@ -14,9 +16,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use resilience_runtime::{
-    bulkhead, circuit_breaker, rate_limiter, Bulkhead, BulkheadConfig, CircuitBreaker,
-    CircuitBreakerConfig, CircuitBreakerConfigBuilder, Guard, Plan, RateLimiter, RateLimiterConfig,
-    Registry, SlidingWindow,
+    bulkhead, circuit_breaker, rate_limiter, retry, time_limiter, Bulkhead, BulkheadConfig,
+    CircuitBreaker, CircuitBreakerConfig, CircuitBreakerConfigBuilder, Guard, Plan, RateLimiter,
+    RateLimiterConfig, Registry, RetryConfig, SlidingWindow, TimeLimiterConfig,
 };
 
 #[path = "../../benches/common/mod.rs"]
@@ -30,9 +32,17 @@ const CASES: &[&str] = &[
     "recloser",
     "breaker_plan",
     "two_gates_plan",
+    "two_gates_plan_async",
     "two_gates_macro_sync",
     "two_gates_macro_async",
     "three_gates_macro_async",
+    "five_aspects_macro_async",
+    "five_aspects_plan_async",
+    "five_aspects_plan_sync",
+    "four_aspects_macro_sync",
+    "retry_plan_async",
+    "time_limiter_plan_async",
+    "tokio_timeout",
     "semaphore_recloser",
     "tokio_semaphore",
     "bulkhead",
@@ -51,6 +61,12 @@ const WARM_UP: u64 = 1_000;
 const GATES: &str = "instructions";
 /// The global registry's instances of the three-gate case.
 const THREE: &str = "instructions-three";
+/// The global registry's instances of the five-aspect (and four-aspect) cases.
+const FIVE: &str = "instructions-five";
+/// The retry of `retry_plan_async`, alone in its plan.
+const RETRY: &str = "instructions-retry";
+/// The time limiter of `time_limiter_plan_async`, alone in its plan.
+const TIME_LIMITER: &str = "instructions-time-limiter";
 /// The breaker of `breaker_plan`, alone in its plan.
 const BREAKER: &str = "instructions-breaker";
 /// The open breaker of `open_rejection_plan`.
@@ -79,6 +95,27 @@ async fn guarded_three(x: u32) -> Result<u32, CallError> {
     Ok(black_box(x) + 1)
 }
 
+/// Every aspect, in precedence order: `guarded_three` with a retry and a time limiter.
+#[bulkhead(name = "instructions-five")]
+#[rate_limiter(name = "instructions-five")]
+#[retry(name = "instructions-five")]
+#[circuit_breaker(name = "instructions-five")]
+#[time_limiter(name = "instructions-five")]
+#[inline(never)]
+async fn guarded_five(x: u32) -> Result<u32, CallError> {
+    Ok(black_box(x) + 1)
+}
+
+/// The four aspects a sync function can have (a time limiter cannot bound a thread).
+#[bulkhead(name = "instructions-five")]
+#[rate_limiter(name = "instructions-five")]
+#[retry(name = "instructions-five")]
+#[circuit_breaker(name = "instructions-five")]
+#[inline(never)]
+fn guarded_four_sync(x: u32) -> Result<u32, CallError> {
+    Ok(black_box(x) + 1)
+}
+
 /// Our highest rate (one permission per nanosecond): none refused, as in peers.rs.
 const RATE_PER_SECOND: u32 = 1_000_000_000;
 
@@ -90,6 +127,35 @@ fn rate_limiter_config() -> RateLimiterConfig {
         .timeout_duration(Duration::ZERO)
         .build()
         .expect("valid rate limiter config")
+}
+
+/// At most 3 attempts, a fixed 500 ms apart: peers.rs's `retry_success` policy.
+fn retry_config() -> RetryConfig {
+    RetryConfig::builder()
+        .max_attempts(3)
+        .wait_duration(Duration::from_millis(500))
+        .build()
+        .expect("valid retry config")
+}
+
+/// peers.rs's `time_limiter_ready` bound.
+const TIMEOUT: Duration = Duration::from_secs(1);
+
+/// 1 s, cancelling the call: peers.rs's `time_limiter_ready` policy.
+fn time_limiter_config() -> TimeLimiterConfig {
+    TimeLimiterConfig::builder()
+        .timeout_duration(TIMEOUT)
+        .cancel_running_future(true)
+        .build()
+        .expect("valid time limiter config")
+}
+
+/// A current-thread runtime with its timer: `tokio::time::timeout` needs one entered.
+fn time_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime")
 }
 
 /// Count window of 100, 50 %, at least 100 calls, 3 600 s open; the default 60 s slow-call rule.
@@ -174,6 +240,31 @@ fn configure_three_gates() {
         .expect("breaker");
 }
 
+/// The five instances: `configure_three_gates`'s policies, a retry and a time limiter.
+fn configure_five() {
+    let r = Registry::global();
+    r.configure_bulkhead(FIVE, bulkhead_config())
+        .expect("bulkhead");
+    r.configure_rate_limiter(FIVE, rate_limiter_config())
+        .expect("rate limiter");
+    r.configure_retry(FIVE, retry_config()).expect("retry");
+    r.configure_circuit_breaker(FIVE, breaker_config_equal())
+        .expect("breaker");
+    r.configure_time_limiter(FIVE, time_limiter_config())
+        .expect("time limiter");
+}
+
+/// The five instances as a plan, in precedence order.
+fn plan_five() -> Plan {
+    plan(&[
+        Guard::bulkhead(FIVE),
+        Guard::rate_limiter(FIVE),
+        Guard::retry(FIVE),
+        Guard::circuit_breaker(FIVE),
+        Guard::time_limiter(FIVE),
+    ])
+}
+
 /// `WARM_UP` calls, then `n` calls: each case is its own closure type, so that the call is
 /// inlined into this loop. `scripts/instructions.sh` collects only what runs in here (setup is
 /// not always the same instructions twice: governor's clock calibrates itself).
@@ -237,6 +328,13 @@ fn main() -> ExitCode {
                     .unwrap();
             })
         }
+        "two_gates_plan_async" => {
+            configure_gates();
+            let plan = plan(&[Guard::bulkhead(GATES), Guard::circuit_breaker(GATES)]);
+            run(n, || {
+                black_box(poll_now(black_box(&plan).call_async(|| bare(black_box(1))))).unwrap();
+            })
+        }
         "two_gates_macro_sync" => {
             configure_gates();
             run(n, || {
@@ -253,6 +351,63 @@ fn main() -> ExitCode {
             configure_three_gates();
             run(n, || {
                 black_box(poll_now(guarded_three(black_box(1)))).unwrap();
+            })
+        }
+        "five_aspects_macro_async" => {
+            configure_five();
+            run(n, || {
+                black_box(poll_now(guarded_five(black_box(1)))).unwrap();
+            })
+        }
+        "five_aspects_plan_async" => {
+            configure_five();
+            let plan = plan_five();
+            run(n, || {
+                black_box(poll_now(black_box(&plan).call_async(|| bare(black_box(1))))).unwrap();
+            })
+        }
+        "five_aspects_plan_sync" => {
+            configure_five();
+            let plan = plan_five();
+            run(n, || {
+                black_box(black_box(&plan).call(|| Ok::<u32, CallError>(black_box(1) + 1)))
+                    .unwrap();
+            })
+        }
+        "four_aspects_macro_sync" => {
+            configure_five();
+            run(n, || {
+                black_box(guarded_four_sync(black_box(1))).unwrap();
+            })
+        }
+        "retry_plan_async" => {
+            Registry::global()
+                .configure_retry(RETRY, retry_config())
+                .expect("retry");
+            let plan = plan(&[Guard::retry(RETRY)]);
+            run(n, || {
+                black_box(poll_now(black_box(&plan).call_async(|| bare(black_box(1))))).unwrap();
+            })
+        }
+        "time_limiter_plan_async" => {
+            Registry::global()
+                .configure_time_limiter(TIME_LIMITER, time_limiter_config())
+                .expect("time limiter");
+            let plan = plan(&[Guard::time_limiter(TIME_LIMITER)]);
+            // In a runtime context, as `tokio_timeout` is (ours needs none for a ready call).
+            let rt = time_runtime();
+            let _context = rt.enter();
+            run(n, || {
+                black_box(poll_now(black_box(&plan).call_async(|| bare(black_box(1))))).unwrap();
+            })
+        }
+        "tokio_timeout" => {
+            let rt = time_runtime();
+            let _context = rt.enter();
+            run(n, || {
+                black_box(poll_now(tokio::time::timeout(TIMEOUT, bare(black_box(1)))))
+                    .expect("in time")
+                    .unwrap();
             })
         }
         "semaphore_recloser" => {
