@@ -386,6 +386,29 @@ impl Plan {
         !self.wrappers.is_empty()
     }
 
+    /// The wrappers, in order, each with the number of gates before it.
+    #[inline(always)]
+    pub(crate) fn wrappers(&self) -> &[(usize, Wrapper)] {
+        &self.wrappers
+    }
+
+    /// The index of the first gate of segment `index` (the gates after wrapper `index - 1`).
+    #[inline]
+    pub(crate) fn segment_start(&self, index: usize) -> usize {
+        match index.checked_sub(1) {
+            None => 0,
+            Some(before) => self.wrappers.get(before).map_or(self.steps.len(), |w| w.0),
+        }
+    }
+
+    /// The segment that gate `gate` is in.
+    pub(crate) fn segment_of(&self, gate: usize) -> usize {
+        self.wrappers
+            .iter()
+            .position(|(before, _)| gate < *before)
+            .unwrap_or(self.wrappers.len())
+    }
+
     /// Segment `index` of the plan run as nested segments (0 is the outermost; there is one
     /// more segment than there are wrappers).
     pub(crate) fn segment(&self, index: usize) -> Segment<'_> {

@@ -505,3 +505,86 @@ fn a_future_given_as_it_is_makes_one_attempt() {
     let metrics = registry.retry("inv").metrics();
     assert_eq!(metrics.number_of_failed_calls_without_retry_attempt(), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_async_call_refused_inside_the_retry_is_asked_again_only_with_retry_on_rejection() {
+    for (retry_on_rejection, asked) in [(false, 1), (true, 3)] {
+        let registry = Registry::new();
+        registry
+            .configure_retry(
+                "inv",
+                RetryConfig::builder()
+                    .max_attempts(3)
+                    .wait_duration(Duration::from_millis(10))
+                    .retry_on_rejection(retry_on_rejection)
+                    .build()
+                    .unwrap(),
+            )
+            .unwrap();
+        open_breaker(&registry);
+        let plan = registry.plan(&FIVE).unwrap();
+        let result: Result<(), CallError> = plan.call_async(|| async { Ok(()) }).await;
+        assert!(matches!(
+            result,
+            Err(CallError::Rejected(Rejected::CallNotPermitted { .. }))
+        ));
+        let breaker = registry.circuit_breaker("inv").metrics();
+        assert_eq!(breaker.number_of_not_permitted_calls(), asked);
+        let bulkhead = registry.bulkhead("inv");
+        assert_eq!(bulkhead.metrics().permitted_calls(), 1, "admitted once");
+        assert_eq!(
+            bulkhead.available_concurrent_calls(),
+            bulkhead.max_allowed_concurrent_calls()
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_async_call_that_waits_for_a_gate_inside_the_retry_resumes_there() {
+    let registry = registry_with_retry(2);
+    registry
+        .configure_bulkhead(
+            "inv",
+            BulkheadConfig::builder()
+                .max_concurrent_calls(1)
+                .max_wait_duration(Duration::from_secs(5))
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    // The bulkhead inside the retry, behind the breaker.
+    registry.set_precedence(Aspect::Bulkhead, 450).unwrap();
+    let plan = Arc::new(registry.plan(&FIVE).unwrap());
+    let bulkhead = registry.bulkhead("inv");
+    let held = bulkhead.try_acquire().unwrap();
+    let attempts = Arc::new(AtomicU32::new(0));
+    let call = {
+        let (plan, attempts) = (Arc::clone(&plan), Arc::clone(&attempts));
+        tokio::spawn(async move {
+            plan.call_async(|| {
+                let attempts = Arc::clone(&attempts);
+                async move {
+                    if attempts.fetch_add(1, Ordering::SeqCst) == 0 {
+                        Err(CallError::Downstream("503"))
+                    } else {
+                        Ok(())
+                    }
+                }
+            })
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        attempts.load(Ordering::SeqCst),
+        0,
+        "it waits for the bulkhead"
+    );
+    drop(held);
+    assert_eq!(call.await.unwrap(), Ok(()));
+    assert_eq!(attempts.load(Ordering::SeqCst), 2);
+    assert_eq!(bulkhead.metrics().permitted_calls(), 1 + 2);
+    let breaker = registry.circuit_breaker("inv").metrics();
+    assert_eq!(breaker.number_of_failed_calls(), 1);
+    assert_eq!(breaker.number_of_successful_calls(), 1);
+}

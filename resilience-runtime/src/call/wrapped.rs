@@ -19,15 +19,16 @@
 //! runs, so the next attempt enters the gates inside the retry as a new call would.
 
 use std::future::Future;
-use std::pin::Pin;
+use std::pin::{pin, Pin};
 use std::task::{Context, Poll};
 
 use super::chain::on_chain;
+use super::enter::{Mode, Whole};
 use super::held::Held;
 use crate::error::Rejected;
 use crate::outcome::CallOutcome;
 use crate::plan::{Plan, Step, Wrapper};
-use crate::retry::{Attempted, Next};
+use crate::retry::{Attempted, Attempts, Next, Retry};
 
 /// A way to make the call: again for each attempt of a retry, or once.
 pub(crate) trait Attempt {
@@ -172,19 +173,205 @@ fn finish<R>(
 impl Plan {
     /// Runs `attempt` through a plan with wrappers, blocking the thread where a gate makes the
     /// call wait and between the attempts of a retry.
+    ///
+    /// The first attempt runs flat, as a plan without wrappers does: a wrapper does nothing
+    /// before its first attempt, so entering every gate in order is entering the segments one
+    /// by one. When it ends in a way no retry retries (the common case), the wrappers count it
+    /// and every gate records the outcome, innermost first: what the nested segments would do,
+    /// without their bookkeeping. A refusal, or an attempt a retry retries, continues in the
+    /// nested model from where the first attempt left off.
     pub(crate) fn run_wrapped<A, J>(&self, mut attempt: A, judge: &J) -> Result<A::Output, Rejected>
     where
         A: Attempt,
         J: Judge<A::Output>,
     {
         let mut held = Held::new();
-        let result = self
-            .enter_gates(self.segment(0).gates, &mut held)
-            .and_then(|()| self.run_within(0, &mut held, &mut attempt, judge));
-        // Every segment released its gates (a panic unwinds through `held`'s drop instead).
+        let result = match self.enter_flat(&mut held) {
+            Ok(()) => {
+                let output = on_chain(&held, || attempt.attempt());
+                self.end_first_attempt(&mut held, &mut attempt, judge, output)
+            }
+            Err((gate, rejected)) => {
+                self.refused_flat(gate, rejected, &mut held, &mut attempt, judge)
+            }
+        };
+        // Every gate was released (a panic unwinds through `held`'s drop instead).
         debug_assert!(held.is_empty(), "a call that ran holds no permit");
         std::mem::forget(held);
         result
+    }
+
+    /// The first attempt ran to `output`: the wrappers, innermost first, see it end; unless a
+    /// retry retries it, every gate records its outcome.
+    #[inline(always)]
+    fn end_first_attempt<'a, A, J>(
+        &'a self,
+        held: &mut Held<'a>,
+        attempt: &mut A,
+        judge: &J,
+        output: A::Output,
+    ) -> Result<A::Output, Rejected>
+    where
+        A: Attempt,
+        J: Judge<A::Output>,
+    {
+        let result = Ok(output);
+        for (index, (_, wrapper)) in self.wrappers().iter().enumerate().rev() {
+            match wrapper {
+                Wrapper::TimeLimiter(limiter) => limiter.completed(succeeded(judge, &result)),
+                Wrapper::Retry(retry) => {
+                    let mut attempts = retry.attempts();
+                    if let Next::RetryAfter(wait) =
+                        attempts.after(attempted(judge, &result), attempt.repeatable())
+                    {
+                        return self.retry_later(
+                            index, retry, attempts, wait, held, attempt, judge, result,
+                        );
+                    }
+                }
+            }
+        }
+        if let Ok(output) = &result {
+            held.complete_in_place(judge.outcome(output));
+        }
+        result
+    }
+
+    /// The first attempt's gate `gate` refused it: the gates held in its segment see the
+    /// refusal, then the wrappers outside it and their segments, as in the nested model.
+    #[cold]
+    fn refused_flat<'a, A, J>(
+        &'a self,
+        gate: usize,
+        rejected: Rejected,
+        held: &mut Held<'a>,
+        attempt: &mut A,
+        judge: &J,
+    ) -> Result<A::Output, Rejected>
+    where
+        A: Attempt,
+        J: Judge<A::Output>,
+    {
+        let segment = self.segment_of(gate);
+        held.rejected_segment(&self.steps()[self.segment_start(segment)..], &rejected);
+        match segment.checked_sub(1) {
+            None => Err(rejected),
+            Some(wrapper) => self.ascend(wrapper, held, attempt, judge, Err(rejected)),
+        }
+    }
+
+    /// The first attempt ended as `result`, which the retry `index` retries after `wait`: the
+    /// gates inside the retry record it, then the retry goes on in the nested model, then the
+    /// wrappers and gates outside it see how it ended.
+    #[cold]
+    #[allow(clippy::too_many_arguments)]
+    fn retry_later<'a, A, J>(
+        &'a self,
+        index: usize,
+        retry: &Retry,
+        attempts: Attempts<'_>,
+        wait: std::time::Duration,
+        held: &mut Held<'a>,
+        attempt: &mut A,
+        judge: &J,
+        result: Result<A::Output, Rejected>,
+    ) -> Result<A::Output, Rejected>
+    where
+        A: Attempt,
+        J: Judge<A::Output>,
+    {
+        let before = self.wrappers()[index].0;
+        finish(held, &self.steps()[before..], judge, &result);
+        drop(result);
+        retry.sleep_blocking(wait);
+        let result = self.retry_loop(index, retry, attempts, held, attempt, judge);
+        self.release_segment(index, held, judge, &result);
+        match index.checked_sub(1) {
+            None => result,
+            Some(outer) => self.ascend(outer, held, attempt, judge, result),
+        }
+    }
+
+    /// Wrapper `index`'s inside ended as `result` (the gates after it released): it and every
+    /// wrapper outside it handle it in turn, each followed by the gates of its segment.
+    #[cold]
+    fn ascend<'a, A, J>(
+        &'a self,
+        mut index: usize,
+        held: &mut Held<'a>,
+        attempt: &mut A,
+        judge: &J,
+        mut result: Result<A::Output, Rejected>,
+    ) -> Result<A::Output, Rejected>
+    where
+        A: Attempt,
+        J: Judge<A::Output>,
+    {
+        loop {
+            result = match &self.wrappers()[index].1 {
+                Wrapper::TimeLimiter(limiter) => {
+                    limiter.completed(succeeded(judge, &result));
+                    result
+                }
+                Wrapper::Retry(retry) => {
+                    let mut attempts = retry.attempts();
+                    match attempts.after(attempted(judge, &result), attempt.repeatable()) {
+                        Next::Stop => result,
+                        Next::RetryAfter(wait) => {
+                            drop(result);
+                            retry.sleep_blocking(wait);
+                            self.retry_loop(index, retry, attempts, held, attempt, judge)
+                        }
+                    }
+                }
+            };
+            self.release_segment(index, held, judge, &result);
+            match index.checked_sub(1) {
+                None => return result,
+                Some(outer) => index = outer,
+            }
+        }
+    }
+
+    /// The attempts after the first of the retry `index`, each running the segments inside it
+    /// in the nested model, until the retry stops.
+    fn retry_loop<'a, A, J>(
+        &'a self,
+        index: usize,
+        retry: &Retry,
+        mut attempts: Attempts<'_>,
+        held: &mut Held<'a>,
+        attempt: &mut A,
+        judge: &J,
+    ) -> Result<A::Output, Rejected>
+    where
+        A: Attempt,
+        J: Judge<A::Output>,
+    {
+        loop {
+            let result = self
+                .enter_gates(self.segment(index + 1).gates, held)
+                .and_then(|()| self.run_within(index + 1, held, attempt, judge));
+            match attempts.after(attempted(judge, &result), attempt.repeatable()) {
+                Next::Stop => return result,
+                Next::RetryAfter(wait) => {
+                    drop(result);
+                    retry.sleep_blocking(wait);
+                }
+            }
+        }
+    }
+
+    /// The gates of segment `index` (those before wrapper `index`) record `result` and go.
+    fn release_segment<R>(
+        &self,
+        index: usize,
+        held: &mut Held<'_>,
+        judge: &impl Judge<R>,
+        result: &Result<R, Rejected>,
+    ) {
+        let gates = self.segment(index).gates;
+        finish(held, &self.steps()[gates], judge, result);
     }
 
     /// The rest of segment `index` once its gates are held: its wrapper around the segments
@@ -233,6 +420,13 @@ impl Plan {
     }
 
     /// Runs `attempt` through a plan with wrappers, asynchronously.
+    ///
+    /// The first attempt runs flat, as in [`run_wrapped`](Self::run_wrapped): every gate
+    /// asked in order without waiting, the call's future made and polled once. When that poll
+    /// completes it in a way no retry retries (the common case), the call ends there. Anything
+    /// else (a gate that makes the call wait or refuses it, a future that is not ready, an
+    /// attempt a retry retries) continues in the nested model from where the first attempt
+    /// left off ([`Resume`]): nothing is asked twice, nothing counted twice.
     pub(crate) async fn run_wrapped_async<A, J>(
         &self,
         mut attempt: A,
@@ -244,7 +438,142 @@ impl Plan {
         J: Judge<<A::Output as Future>::Output>,
     {
         let mut held = Held::new();
-        segment0(self, &mut held, &mut attempt, &judge).await
+        // The place of the call's future, for every attempt: the first is polled here, and
+        // the nested model polls it in place if it is not ready.
+        let mut slot = pin!(None::<A::Output>);
+        let entered = self.enter_from_or(0, Whole, &mut held, Mode::Stop, |gate, _, rejected| {
+            (gate, rejected)
+        });
+        let mut resume = match entered {
+            Ok(None) => {
+                slot.set(Some(attempt.attempt()));
+                let first =
+                    std::future::poll_fn(|cx| Poll::Ready(poll_on_chain(&held, slot.as_mut(), cx)))
+                        .await;
+                match first {
+                    Poll::Ready(output) => {
+                        let result = Ok(output);
+                        match self.first_attempt_ended(&mut held, &mut attempt, &judge, &result) {
+                            None => {
+                                // Every gate released: nothing for a drop to check.
+                                debug_assert!(held.is_empty(), "a call that ran holds no permit");
+                                std::mem::forget(held);
+                                return result;
+                            }
+                            Some(resume) => {
+                                drop(result);
+                                resume
+                            }
+                        }
+                    }
+                    Poll::Pending => Resume::EnterFrom(self.steps().len()),
+                }
+            }
+            Ok(Some(gate)) => Resume::EnterFrom(gate),
+            Err((gate, rejected)) => Resume::Refused(gate, rejected),
+        };
+        segment0(
+            self,
+            &mut held,
+            &mut attempt,
+            &judge,
+            slot.as_mut(),
+            &mut resume,
+        )
+        .await
+    }
+
+    /// [`end_first_attempt`](Self::end_first_attempt) for an async call that ended as
+    /// `result`: `None` once every gate recorded it, or where the nested model resumes if a
+    /// retry retries it (the gates inside that retry released, its next attempt due after a
+    /// wait).
+    #[inline(always)]
+    fn first_attempt_ended<'a, A, J, O>(
+        &'a self,
+        held: &mut Held<'a>,
+        attempt: &mut A,
+        judge: &J,
+        result: &Result<O, Rejected>,
+    ) -> Option<Resume<'a>>
+    where
+        A: Attempt,
+        J: Judge<O>,
+    {
+        for (index, (before, wrapper)) in self.wrappers().iter().enumerate().rev() {
+            match wrapper {
+                Wrapper::TimeLimiter(limiter) => limiter.completed(succeeded(judge, result)),
+                Wrapper::Retry(retry) => {
+                    let mut attempts = retry.attempts();
+                    if let Next::RetryAfter(wait) =
+                        attempts.after(attempted(judge, result), attempt.repeatable())
+                    {
+                        finish(held, &self.steps()[*before..], judge, result);
+                        return Some(Resume::Retry {
+                            index,
+                            attempts,
+                            wait,
+                        });
+                    }
+                }
+            }
+        }
+        if let Ok(output) = result {
+            held.complete_in_place(judge.outcome(output));
+        }
+        None
+    }
+}
+
+/// Where the nested model takes over an async call whose first attempt ran flat.
+pub(crate) enum Resume<'p> {
+    /// Nothing to take over: the segments run as they come (every attempt after the first).
+    Fresh,
+    /// The gates before `steps[i]` are held; the entry goes on from there. With every gate
+    /// held, the call's future is in its place, polled once and not ready.
+    EnterFrom(usize),
+    /// The gate `steps[i]` refused the call (counted there); the gates before it are held.
+    Refused(usize, Rejected),
+    /// The first attempt ended in a way the retry `index` retries after `wait`: the gates
+    /// inside it are released, those outside it held.
+    Retry {
+        index: usize,
+        attempts: Attempts<'p>,
+        wait: std::time::Duration,
+    },
+}
+
+/// What a segment does about its gates, given where the nested model resumes.
+enum SegmentEntry {
+    /// Enter them from `steps[i]` (the segment's first gate for a fresh entry).
+    From(usize),
+    /// They are held already.
+    Held,
+    /// One of them refused the call.
+    Refused(Rejected),
+}
+
+impl Resume<'_> {
+    /// The entry of the segment of gates `gates` (segment `index`), consuming what concerns
+    /// it.
+    #[inline]
+    fn entry(&mut self, index: usize, gates: &std::ops::Range<usize>) -> SegmentEntry {
+        match self {
+            Resume::Fresh => SegmentEntry::From(gates.start),
+            Resume::EnterFrom(gate) | Resume::Refused(gate, _) if *gate >= gates.end => {
+                SegmentEntry::Held
+            }
+            Resume::EnterFrom(gate) => {
+                let from = (*gate).max(gates.start);
+                *self = Resume::Fresh;
+                SegmentEntry::From(from)
+            }
+            Resume::Refused(..) => match std::mem::replace(self, Resume::Fresh) {
+                Resume::Refused(_, rejected) => SegmentEntry::Refused(rejected),
+                _ => SegmentEntry::From(gates.start),
+            },
+            Resume::Retry { index: at, .. } if *at >= index => SegmentEntry::Held,
+            Resume::Retry { .. } => SegmentEntry::From(gates.start),
+        }
     }
 }
 
@@ -264,8 +593,8 @@ impl Drop for SegmentGuard<'_, '_> {
     }
 }
 
-/// Segment `$index` of an async plan run as nested segments (`$within` without entering its
-/// gates), with `$next` the segment after it.
+/// Segment `$index` of an async plan run as nested segments (`$within` once its gates are
+/// held), with `$next` the segment after it.
 macro_rules! async_segment {
     ($segment:ident, $within:ident, $index:literal, $next:ident) => {
         async fn $segment<'a, A, J>(
@@ -273,15 +602,26 @@ macro_rules! async_segment {
             held: &mut Held<'a>,
             attempt: &mut A,
             judge: &J,
+            slot: Pin<&mut Option<A::Output>>,
+            resume: &mut Resume<'a>,
         ) -> Result<<A::Output as Future>::Output, Rejected>
         where
             A: Attempt,
             A::Output: Future,
             J: Judge<<A::Output as Future>::Output>,
         {
-            plan.enter_gates_async(plan.segment($index).gates, held)
-                .await?;
-            $within(plan, held, attempt, judge).await
+            let gates = plan.segment($index).gates;
+            match resume.entry($index, &gates) {
+                SegmentEntry::Held => {}
+                SegmentEntry::From(from) => {
+                    plan.enter_gates_async_from(from, gates, held).await?;
+                }
+                SegmentEntry::Refused(rejected) => {
+                    held.rejected_segment(&plan.steps()[gates.start..], &rejected);
+                    return Err(rejected);
+                }
+            }
+            $within(plan, held, attempt, judge, slot, resume).await
         }
 
         async fn $within<'a, A, J>(
@@ -289,6 +629,8 @@ macro_rules! async_segment {
             held: &mut Held<'a>,
             attempt: &mut A,
             judge: &J,
+            mut slot: Pin<&mut Option<A::Output>>,
+            resume: &mut Resume<'a>,
         ) -> Result<<A::Output as Future>::Output, Rejected>
         where
             A: Attempt,
@@ -302,22 +644,48 @@ macro_rules! async_segment {
                 done: false,
             };
             let result = match segment.wrapper {
-                None => Ok(OnChain::new(&*guard.held, attempt.attempt()).await),
+                None => Ok(run_in_place(&*guard.held, attempt, slot.as_mut(), resume).await),
                 Some(Wrapper::Retry(retry)) => {
-                    let mut attempts = retry.attempts();
+                    let (mut attempts, mut wait) = match resume {
+                        Resume::Retry { index, .. } if *index == $index => {
+                            match std::mem::replace(resume, Resume::Fresh) {
+                                Resume::Retry { attempts, wait, .. } => (attempts, Some(wait)),
+                                _ => (retry.attempts(), None),
+                            }
+                        }
+                        _ => (retry.attempts(), None),
+                    };
                     loop {
-                        let result = $next(plan, &mut *guard.held, attempt, judge).await;
+                        if let Some(wait) = wait.take() {
+                            retry.sleep(wait).await;
+                        }
+                        let result = $next(
+                            plan,
+                            &mut *guard.held,
+                            attempt,
+                            judge,
+                            slot.as_mut(),
+                            resume,
+                        )
+                        .await;
                         match attempts.after(attempted(judge, &result), attempt.repeatable()) {
                             Next::Stop => break result,
-                            Next::RetryAfter(wait) => {
+                            Next::RetryAfter(next) => {
                                 drop(result);
-                                retry.sleep(wait).await;
+                                wait = Some(next);
                             }
                         }
                     }
                 }
                 Some(Wrapper::TimeLimiter(limiter)) => {
-                    let rest = $next(plan, &mut *guard.held, attempt, judge);
+                    let rest = $next(
+                        plan,
+                        &mut *guard.held,
+                        attempt,
+                        judge,
+                        slot.as_mut(),
+                        resume,
+                    );
                     limiter.limit(rest, |result| succeeded(judge, result)).await
                 }
             };
@@ -338,6 +706,8 @@ async fn segment2<'a, A, J>(
     held: &mut Held<'a>,
     attempt: &mut A,
     judge: &J,
+    slot: Pin<&mut Option<A::Output>>,
+    resume: &mut Resume<'a>,
 ) -> Result<<A::Output as Future>::Output, Rejected>
 where
     A: Attempt,
@@ -346,60 +716,89 @@ where
 {
     let segment = plan.segment(2);
     debug_assert!(segment.wrapper.is_none(), "a plan has at most two wrappers");
-    plan.enter_gates_async(segment.gates.clone(), held).await?;
+    let gates = segment.gates;
+    match resume.entry(2, &gates) {
+        SegmentEntry::Held => {}
+        SegmentEntry::From(from) => {
+            plan.enter_gates_async_from(from, gates.clone(), held)
+                .await?;
+        }
+        SegmentEntry::Refused(rejected) => {
+            held.rejected_segment(&plan.steps()[gates.start..], &rejected);
+            return Err(rejected);
+        }
+    }
     let mut guard = SegmentGuard {
         held,
-        gates: &plan.steps()[segment.gates],
+        gates: &plan.steps()[gates],
         done: false,
     };
-    let result = Ok(OnChain::new(&*guard.held, attempt.attempt()).await);
+    let result = Ok(run_in_place(&*guard.held, attempt, slot, resume).await);
     guard.done = true;
     finish(guard.held, guard.gates, judge, &result);
     result
 }
 
-pin_project_lite::pin_project! {
-    /// Polls the call's future with its guards on the call chain, and drops it there (when it
-    /// completes, or when it is cut off or abandoned): its destructors are part of the call.
-    struct OnChain<'h, 'a, F> {
-        held: &'h Held<'a>,
-        #[pin]
-        call: Option<F>,
+/// Runs one attempt's call in its place `slot`: the future already there (the first
+/// attempt's, polled once flat), or a new one.
+async fn run_in_place<A>(
+    held: &Held<'_>,
+    attempt: &mut A,
+    mut slot: Pin<&mut Option<A::Output>>,
+    resume: &mut Resume<'_>,
+) -> <A::Output as Future>::Output
+where
+    A: Attempt,
+    A::Output: Future,
+{
+    // A future in its place is the first attempt's: the resumed entry is over.
+    if let Resume::EnterFrom(_) = resume {
+        *resume = Resume::Fresh;
     }
-    impl<'h, 'a, F> PinnedDrop for OnChain<'h, 'a, F> {
-        fn drop(this: Pin<&mut Self>) {
-            let mut this = this.project();
-            if this.call.is_some() {
-                on_chain(this.held, || this.call.set(None));
-            }
+    if slot.is_none() {
+        slot.set(Some(attempt.attempt()));
+    }
+    let mut place = InPlace { held, slot };
+    std::future::poll_fn(|cx| place.poll(cx)).await
+}
+
+/// Drops the call's future in its place, on the call chain, if the attempt is given up before
+/// it completes (cut off by a time limiter, or the whole call dropped).
+struct InPlace<'h, 'a, 's, F: Future> {
+    held: &'h Held<'a>,
+    slot: Pin<&'s mut Option<F>>,
+}
+
+impl<F: Future> InPlace<'_, '_, '_, F> {
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<F::Output> {
+        poll_on_chain(self.held, self.slot.as_mut(), cx)
+    }
+}
+
+impl<F: Future> Drop for InPlace<'_, '_, '_, F> {
+    fn drop(&mut self) {
+        if self.slot.is_some() {
+            let slot = &mut self.slot;
+            on_chain(self.held, || slot.set(None));
         }
     }
 }
 
-impl<'h, 'a, F> OnChain<'h, 'a, F> {
-    fn new(held: &'h Held<'a>, call: F) -> Self {
-        OnChain {
-            held,
-            call: Some(call),
+/// Polls the call's future in `slot` with its guards on the call chain; once it is ready,
+/// drops it there (its destructors are part of the call).
+fn poll_on_chain<F: Future>(
+    held: &Held<'_>,
+    mut slot: Pin<&mut Option<F>>,
+    cx: &mut Context<'_>,
+) -> Poll<F::Output> {
+    on_chain(held, || {
+        let Some(running) = slot.as_mut().as_pin_mut() else {
+            panic!("a guarded call's future was polled after it completed");
+        };
+        let polled = running.poll(cx);
+        if polled.is_ready() {
+            slot.set(None);
         }
-    }
-}
-
-impl<F: Future> Future for OnChain<'_, '_, F> {
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let mut this = self.project();
-        let call = &mut this.call;
-        on_chain(this.held, || {
-            let Some(running) = call.as_mut().as_pin_mut() else {
-                panic!("a guarded call's future was polled after it completed");
-            };
-            let polled = running.poll(cx);
-            if polled.is_ready() {
-                call.set(None);
-            }
-            polled
-        })
-    }
+        polled
+    })
 }
