@@ -188,7 +188,13 @@ impl Plan {
         let mut held = Held::new();
         let result = match self.enter_flat(&mut held) {
             Ok(()) => {
-                let output = on_chain(&held, || attempt.attempt());
+                // A plan of wrappers only holds nothing a nested call could re-enter: its call
+                // needs no frame on the chain.
+                let output = if self.steps().is_empty() {
+                    attempt.attempt()
+                } else {
+                    on_chain(&held, || attempt.attempt())
+                };
                 self.end_first_attempt(&mut held, &mut attempt, judge, output)
             }
             Err((gate, rejected)) => {
@@ -447,9 +453,16 @@ impl Plan {
         let mut resume = match entered {
             Ok(None) => {
                 slot.set(Some(attempt.attempt()));
-                let first =
-                    std::future::poll_fn(|cx| Poll::Ready(poll_on_chain(&held, slot.as_mut(), cx)))
-                        .await;
+                let first = std::future::poll_fn(|cx| {
+                    // A plan of wrappers only holds nothing a nested call could re-enter:
+                    // its call needs no frame on the chain.
+                    Poll::Ready(if self.steps().is_empty() {
+                        poll_in(slot.as_mut(), cx)
+                    } else {
+                        poll_on_chain(&held, slot.as_mut(), cx)
+                    })
+                })
+                .await;
                 match first {
                     Poll::Ready(output) => {
                         let result = Ok(output);
@@ -788,17 +801,21 @@ impl<F: Future> Drop for InPlace<'_, '_, '_, F> {
 /// drops it there (its destructors are part of the call).
 fn poll_on_chain<F: Future>(
     held: &Held<'_>,
-    mut slot: Pin<&mut Option<F>>,
+    slot: Pin<&mut Option<F>>,
     cx: &mut Context<'_>,
 ) -> Poll<F::Output> {
-    on_chain(held, || {
-        let Some(running) = slot.as_mut().as_pin_mut() else {
-            panic!("a guarded call's future was polled after it completed");
-        };
-        let polled = running.poll(cx);
-        if polled.is_ready() {
-            slot.set(None);
-        }
-        polled
-    })
+    on_chain(held, || poll_in(slot, cx))
+}
+
+/// Polls the call's future in `slot`; once it is ready, drops it.
+#[inline(always)]
+fn poll_in<F: Future>(mut slot: Pin<&mut Option<F>>, cx: &mut Context<'_>) -> Poll<F::Output> {
+    let Some(running) = slot.as_mut().as_pin_mut() else {
+        panic!("a guarded call's future was polled after it completed");
+    };
+    let polled = running.poll(cx);
+    if polled.is_ready() {
+        slot.set(None);
+    }
+    polled
 }
