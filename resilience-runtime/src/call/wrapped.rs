@@ -485,15 +485,15 @@ impl Plan {
             Ok(Some(gate)) => Resume::EnterFrom(gate),
             Err((gate, rejected)) => Resume::Refused(gate, rejected),
         };
-        segment0(
-            self,
-            &mut held,
-            &mut attempt,
-            &judge,
-            slot.as_mut(),
-            &mut resume,
-        )
-        .await
+        let mut cx = Cx {
+            plan: self,
+            held: &mut held,
+            attempt: &mut attempt,
+            judge: &judge,
+            slot: slot.as_mut(),
+            resume: &mut resume,
+        };
+        segment0(&mut cx).await
     }
 
     /// [`end_first_attempt`](Self::end_first_attempt) for an async call that ended as
@@ -590,98 +590,103 @@ impl Resume<'_> {
     }
 }
 
+/// What every level of an async call run as nested segments works on, passed down as one
+/// reference: each level's future then keeps one pointer across its awaits instead of six.
+struct Cx<'c, 'a, A: Attempt, J> {
+    plan: &'a Plan,
+    held: &'c mut Held<'a>,
+    attempt: &'c mut A,
+    judge: &'c J,
+    /// The place of the call's future, for every attempt.
+    slot: Pin<&'c mut Option<A::Output>>,
+    resume: &'c mut Resume<'a>,
+}
+
 /// Releases the gates of a segment, recording nothing, if dropped before the segment ended:
 /// when a time limiter outside it cut the call off, or the whole call was dropped.
-struct SegmentGuard<'h, 'a> {
-    held: &'h mut Held<'a>,
+struct SegmentGuard<'g, 'c, 'a, A: Attempt, J> {
+    cx: &'g mut Cx<'c, 'a, A, J>,
     gates: &'a [Step],
     done: bool,
 }
 
-impl Drop for SegmentGuard<'_, '_> {
+impl<A: Attempt, J> Drop for SegmentGuard<'_, '_, '_, A, J> {
     fn drop(&mut self) {
         if !self.done {
-            self.held.abandon_segment(self.gates);
+            self.cx.held.abandon_segment(self.gates);
         }
     }
 }
 
-/// Segment `$index` of an async plan run as nested segments (`$within` once its gates are
-/// held), with `$next` the segment after it.
-macro_rules! async_segment {
-    ($segment:ident, $within:ident, $index:literal, $next:ident) => {
-        async fn $segment<'a, A, J>(
-            plan: &'a Plan,
-            held: &mut Held<'a>,
-            attempt: &mut A,
-            judge: &J,
-            slot: Pin<&mut Option<A::Output>>,
-            resume: &mut Resume<'a>,
-        ) -> Result<<A::Output as Future>::Output, Rejected>
-        where
-            A: Attempt,
-            A::Output: Future,
-            J: Judge<<A::Output as Future>::Output>,
-        {
-            let gates = plan.segment($index).gates;
-            match resume.entry($index, &gates) {
-                SegmentEntry::Held => {}
-                SegmentEntry::From(from) => {
-                    plan.enter_gates_async_from(from, gates, held).await?;
-                }
-                SegmentEntry::Refused(rejected) => {
-                    held.rejected_segment(&plan.steps()[gates.start..], &rejected);
-                    return Err(rejected);
-                }
-            }
-            $within(plan, held, attempt, judge, slot, resume).await
+/// Enters the gates of segment `index` as `cx.resume` says: all of them, those from where the
+/// first attempt stopped, none (held already), or none because one refused the call.
+async fn enter_segment<A, J>(
+    cx: &mut Cx<'_, '_, A, J>,
+    index: usize,
+) -> Result<std::ops::Range<usize>, Rejected>
+where
+    A: Attempt,
+{
+    let plan = cx.plan;
+    let gates = plan.segment(index).gates;
+    match cx.resume.entry(index, &gates) {
+        SegmentEntry::Held => {}
+        SegmentEntry::From(from) => {
+            plan.enter_gates_async_from(from, gates.clone(), &mut *cx.held)
+                .await?;
         }
+        SegmentEntry::Refused(rejected) => {
+            cx.held
+                .rejected_segment(&plan.steps()[gates.start..], &rejected);
+            return Err(rejected);
+        }
+    }
+    Ok(gates)
+}
 
-        async fn $within<'a, A, J>(
-            plan: &'a Plan,
-            held: &mut Held<'a>,
-            attempt: &mut A,
-            judge: &J,
-            mut slot: Pin<&mut Option<A::Output>>,
-            resume: &mut Resume<'a>,
+/// Segment `$index` of an async plan run as nested segments, with `$next` the segment after
+/// it: its gates entered, its wrapper around `$next` (or the call), its gates released.
+macro_rules! async_segment {
+    ($segment:ident, $index:literal, $next:ident) => {
+        async fn $segment<A, J>(
+            cx: &mut Cx<'_, '_, A, J>,
         ) -> Result<<A::Output as Future>::Output, Rejected>
         where
             A: Attempt,
             A::Output: Future,
             J: Judge<<A::Output as Future>::Output>,
         {
-            let segment = plan.segment($index);
+            let gates = enter_segment(cx, $index).await?;
+            let plan = cx.plan;
+            let judge = cx.judge;
+            let wrapper = plan.segment($index).wrapper;
             let mut guard = SegmentGuard {
-                held,
-                gates: &plan.steps()[segment.gates],
+                cx,
+                gates: &plan.steps()[gates],
                 done: false,
             };
-            let result = match segment.wrapper {
-                None => Ok(run_in_place(&*guard.held, attempt, slot.as_mut(), resume).await),
+            let result = match wrapper {
+                None => Ok(run_in_place(&mut *guard.cx).await),
                 Some(Wrapper::Retry(retry)) => {
-                    let (mut attempts, mut wait) = match resume {
-                        Resume::Retry { index, .. } if *index == $index => {
-                            match std::mem::replace(resume, Resume::Fresh) {
-                                Resume::Retry { attempts, wait, .. } => (attempts, Some(wait)),
-                                _ => (retry.attempts(), None),
-                            }
+                    let resumed = match &*guard.cx.resume {
+                        Resume::Retry { index, .. } if *index == $index => true,
+                        _ => false,
+                    };
+                    let (mut attempts, mut wait) = if resumed {
+                        match std::mem::replace(guard.cx.resume, Resume::Fresh) {
+                            Resume::Retry { attempts, wait, .. } => (attempts, Some(wait)),
+                            _ => (retry.attempts(), None),
                         }
-                        _ => (retry.attempts(), None),
+                    } else {
+                        (retry.attempts(), None)
                     };
                     loop {
                         if let Some(wait) = wait.take() {
                             retry.sleep(wait).await;
                         }
-                        let result = $next(
-                            plan,
-                            &mut *guard.held,
-                            attempt,
-                            judge,
-                            slot.as_mut(),
-                            resume,
-                        )
-                        .await;
-                        match attempts.after(attempted(judge, &result), attempt.repeatable()) {
+                        let result = $next(&mut *guard.cx).await;
+                        let repeatable = guard.cx.attempt.repeatable();
+                        match attempts.after(attempted(judge, &result), repeatable) {
                             Next::Stop => break result,
                             Next::RetryAfter(next) => {
                                 drop(result);
@@ -691,88 +696,68 @@ macro_rules! async_segment {
                     }
                 }
                 Some(Wrapper::TimeLimiter(limiter)) => {
-                    let rest = $next(
-                        plan,
-                        &mut *guard.held,
-                        attempt,
-                        judge,
-                        slot.as_mut(),
-                        resume,
-                    );
+                    let rest = $next(&mut *guard.cx);
                     limiter.limit(rest, |result| succeeded(judge, result)).await
                 }
             };
             guard.done = true;
-            finish(guard.held, guard.gates, judge, &result);
+            finish(guard.cx.held, guard.gates, judge, &result);
             result
         }
     };
 }
 
-async_segment!(segment0, within0, 0, segment1);
-async_segment!(segment1, within1, 1, segment2);
+async_segment!(segment0, 0, segment1);
+async_segment!(segment1, 1, segment2);
 
 /// The last segment: a plan holds each wrapper kind once, so the third segment (after two
 /// wrappers) has none and runs the call.
-async fn segment2<'a, A, J>(
-    plan: &'a Plan,
-    held: &mut Held<'a>,
-    attempt: &mut A,
-    judge: &J,
-    slot: Pin<&mut Option<A::Output>>,
-    resume: &mut Resume<'a>,
+async fn segment2<A, J>(
+    cx: &mut Cx<'_, '_, A, J>,
 ) -> Result<<A::Output as Future>::Output, Rejected>
 where
     A: Attempt,
     A::Output: Future,
     J: Judge<<A::Output as Future>::Output>,
 {
-    let segment = plan.segment(2);
-    debug_assert!(segment.wrapper.is_none(), "a plan has at most two wrappers");
-    let gates = segment.gates;
-    match resume.entry(2, &gates) {
-        SegmentEntry::Held => {}
-        SegmentEntry::From(from) => {
-            plan.enter_gates_async_from(from, gates.clone(), held)
-                .await?;
-        }
-        SegmentEntry::Refused(rejected) => {
-            held.rejected_segment(&plan.steps()[gates.start..], &rejected);
-            return Err(rejected);
-        }
-    }
+    debug_assert!(
+        cx.plan.segment(2).wrapper.is_none(),
+        "a plan has at most two wrappers"
+    );
+    let gates = enter_segment(cx, 2).await?;
+    let plan = cx.plan;
+    let judge = cx.judge;
     let mut guard = SegmentGuard {
-        held,
+        cx,
         gates: &plan.steps()[gates],
         done: false,
     };
-    let result = Ok(run_in_place(&*guard.held, attempt, slot, resume).await);
+    let result = Ok(run_in_place(&mut *guard.cx).await);
     guard.done = true;
-    finish(guard.held, guard.gates, judge, &result);
+    finish(guard.cx.held, guard.gates, judge, &result);
     result
 }
 
-/// Runs one attempt's call in its place `slot`: the future already there (the first
-/// attempt's, polled once flat), or a new one.
-async fn run_in_place<A>(
-    held: &Held<'_>,
-    attempt: &mut A,
-    mut slot: Pin<&mut Option<A::Output>>,
-    resume: &mut Resume<'_>,
-) -> <A::Output as Future>::Output
+/// Runs one attempt's call in its place: the future already there (the first attempt's,
+/// polled once flat), or a new one.
+async fn run_in_place<A, J>(cx: &mut Cx<'_, '_, A, J>) -> <A::Output as Future>::Output
 where
     A: Attempt,
     A::Output: Future,
 {
     // A future in its place is the first attempt's: the resumed entry is over.
-    if let Resume::EnterFrom(_) = resume {
-        *resume = Resume::Fresh;
+    if let Resume::EnterFrom(_) = cx.resume {
+        *cx.resume = Resume::Fresh;
     }
-    if slot.is_none() {
-        slot.set(Some(attempt.attempt()));
+    if cx.slot.is_none() {
+        let call = cx.attempt.attempt();
+        cx.slot.set(Some(call));
     }
-    let mut place = InPlace { held, slot };
-    std::future::poll_fn(|cx| place.poll(cx)).await
+    let mut place = InPlace {
+        held: &*cx.held,
+        slot: cx.slot.as_mut(),
+    };
+    std::future::poll_fn(|context| place.poll(context)).await
 }
 
 /// Drops the call's future in its place, on the call chain, if the attempt is given up before
