@@ -178,13 +178,29 @@ pub(crate) struct PathArg {
     pub(crate) path: Path,
 }
 
+/// The instance name of an aspect: a string literal, or the path of a `&str` constant.
+#[derive(Clone)]
+pub(crate) enum NameArg {
+    Literal(LitStr),
+    Const(Path),
+}
+
+impl quote::ToTokens for NameArg {
+    fn to_tokens(&self, tokens: &mut TokenStream) {
+        match self {
+            NameArg::Literal(lit) => lit.to_tokens(tokens),
+            NameArg::Const(path) => path.to_tokens(tokens),
+        }
+    }
+}
+
 /// The parsed arguments of one aspect attribute.
 #[derive(Clone)]
 pub(crate) struct AspectArgs {
     pub(crate) kind: Kind,
     /// Where the attribute is written, for errors about the attribute as a whole.
     pub(crate) span: Span,
-    pub(crate) name: LitStr,
+    pub(crate) name: NameArg,
     pub(crate) fallback: Option<PathArg>,
     /// `fallback_on_error = true`: the fallback also handles the function's `Err`s.
     pub(crate) fallback_on_error: Option<Ident>,
@@ -203,7 +219,7 @@ impl AspectArgs {
 }
 
 fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<AspectArgs> {
-    let mut name: Option<LitStr> = None;
+    let mut name: Option<NameArg> = None;
     let mut fallback = None;
     let mut fallback_on_error = None;
     let mut ignore = None;
@@ -242,22 +258,32 @@ fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<Asp
         let value: Expr = input.parse()?;
         match which {
             Key::Name => {
-                let lit = string_literal(&value).ok_or_else(|| {
-                    syn::Error::new(
-                        value.span(),
-                        format!(
-                            "`name` must be a string literal, as in `#[{}(name = \"orders\")]`",
-                            kind.attr_name()
-                        ),
-                    )
-                })?;
-                if lit.value().trim().is_empty() {
-                    return Err(syn::Error::new(
-                        lit.span(),
-                        "`name` must not be empty: name the instance, as in `name = \"orders\"`",
-                    ));
+                if let Expr::Path(ExprPath {
+                    path, qself: None, ..
+                }) = &value
+                {
+                    // A constant (`const ORDERS: &str = "orders"`): its type is checked by the
+                    // compiler where the guard list uses it.
+                    name = Some(NameArg::Const(path.clone()));
+                } else {
+                    let lit = string_literal(&value).ok_or_else(|| {
+                        syn::Error::new(
+                            value.span(),
+                            format!(
+                                "`name` must be a string literal or a `&str` constant, as in \
+                                 `#[{0}(name = \"orders\")]` or `#[{0}(name = ORDERS)]`",
+                                kind.attr_name()
+                            ),
+                        )
+                    })?;
+                    if lit.value().trim().is_empty() {
+                        return Err(syn::Error::new(
+                            lit.span(),
+                            "`name` must not be empty: name the instance, as in `name = \"orders\"`",
+                        ));
+                    }
+                    name = Some(NameArg::Literal(lit));
                 }
-                name = Some(lit);
             }
             Key::Crate => {
                 let path = match &value {

@@ -19,7 +19,7 @@ use args::Kind;
 ///
 /// | argument | meaning |
 /// |---|---|
-/// | `name = "orders"` | the bulkhead instance (required), configured in the registry |
+/// | `name = "orders"` | the bulkhead instance (required), configured in the registry; a string literal or a `&str` constant (`name = ORDERS`) |
 /// | `fallback = path` | called with the same arguments and the `Rejected` when the call is refused; its return type is the function's (an `async fn`'s fallback is an `async fn`; in a method, a bare name means `Self::name`) |
 /// | `fallback_on_error = true` | the fallback also handles the function's `Err`: it then receives `E` (a rejection converted with `From<Rejected>`) after the outcome is recorded; arguments taken by value are cloned before the call, so they must be `Clone` |
 /// | `crate = "path"` | where `resilience_runtime` is, if the dependency is renamed |
@@ -96,7 +96,7 @@ pub fn bulkhead(args: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// | argument | meaning |
 /// |---|---|
-/// | `name = "payments"` | the rate limiter instance (required), configured in the registry |
+/// | `name = "payments"` | the rate limiter instance (required), configured in the registry; a string literal or a `&str` constant (`name = ORDERS`) |
 /// | `fallback = path` | called with the same arguments and the `Rejected` when the call is refused (see `#[bulkhead]`) |
 /// | `fallback_on_error = true` | the fallback also handles the function's `Err`, receiving `E` (see `#[bulkhead]`) |
 /// | `crate = "path"` | where `resilience_runtime` is, if the dependency is renamed |
@@ -148,7 +148,7 @@ pub fn rate_limiter(args: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// | argument | meaning |
 /// |---|---|
-/// | `name = "payments"` | the breaker instance (required), configured in the registry |
+/// | `name = "payments"` | the breaker instance (required), configured in the registry; a string literal or a `&str` constant (`name = ORDERS`) |
 /// | `ignore = path` | `fn(&E) -> bool`: errors that count as neither success nor failure (a client's mistake) |
 /// | `record = path` | `fn(&E) -> bool`: errors that count as failures; any other error counts as a success (Resilience4j's `recordExceptions`). Default: every `Err` is a failure |
 /// | `fallback = path` | called with the same arguments and the `Rejected` when the call is refused |
@@ -200,7 +200,7 @@ pub fn circuit_breaker(args: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// | argument | meaning |
 /// |---|---|
-/// | `name = "inventory"` | the retry instance (required), configured in the registry |
+/// | `name = "inventory"` | the retry instance (required), configured in the registry; a string literal or a `&str` constant (`name = ORDERS`) |
 /// | `retry_on = path` | `fn(&E) -> bool`: the errors that are retried. Default: every `Err` |
 /// | `fallback = path` | called with the same arguments and the `Rejected` when the call is refused (see `#[bulkhead]`) |
 /// | `fallback_on_error = true` | the fallback also handles the function's `Err`, receiving `E` (see `#[bulkhead]`) |
@@ -262,7 +262,7 @@ pub fn retry(args: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// | argument | meaning |
 /// |---|---|
-/// | `name = "inventory"` | the time limiter instance (required), configured in the registry |
+/// | `name = "inventory"` | the time limiter instance (required), configured in the registry; a string literal or a `&str` constant (`name = ORDERS`) |
 /// | `fallback = path` | called with the same arguments and the `Rejected` when the call is refused or cut off (its arguments are cloned before the call: it needs them after the body took them) |
 /// | `fallback_on_error = true` | the fallback also handles the function's `Err`, receiving `E` (see `#[bulkhead]`) |
 /// | `crate = "path"` | where `resilience_runtime` is, if the dependency is renamed |

@@ -1,7 +1,9 @@
 use resilience_runtime::bulkhead;
 use resilience_tests::CallError;
 
-#[bulkhead(name = orders)]
+const ORDERS: u32 = 7;
+
+#[bulkhead(name = ORDERS)]
 fn guarded() -> Result<u32, CallError> {
     Ok(1)
 }
