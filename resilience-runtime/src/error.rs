@@ -14,7 +14,9 @@ use crate::name::Name;
 ///
 /// A guarded function returns `Result<T, E>` with `E: From<Rejected>`, so a rejection reaches
 /// the caller as the function's own error type. With the cargo feature `axum`, a `Rejected` is
-/// also an `axum` response: `503 Service Unavailable` with `Retry-After` (module `axum`).
+/// also an `axum` response (`impl IntoResponse`): `503 Service Unavailable` with `Retry-After`,
+/// `429` from a rate limiter, `504` for a time-out (module `axum`). Without the feature,
+/// `rejected.into_response()` does not exist: add `features = ["axum"]` to the dependency.
 ///
 /// ```
 /// use resilience_runtime::{Bulkhead, BulkheadConfig, Rejected};
@@ -27,6 +29,11 @@ use crate::name::Name;
 /// }
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+// Found by a search for `into_response` in the docs, which lead here and to the feature: the
+// error of a call made without it (rustc's "no method named `into_response`") cannot be
+// annotated, the trait being axum's.
+#[doc(alias = "into_response")]
+#[doc(alias = "IntoResponse")]
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Rejected {
