@@ -152,29 +152,6 @@ pub(super) fn guard_fn(
         moves_arguments(stack),
         &names,
     )?;
-    if stack.has_wrapper() {
-        let parts = Parts {
-            prelude: &prelude,
-            classify: &classify,
-            on_rejected: &on_rejected,
-            finish: &finish,
-            returns_result,
-        };
-        return wrapped_fn(
-            stack,
-            sig,
-            attrs,
-            vis,
-            defaultness,
-            block,
-            imports,
-            shape,
-            &output,
-            &parts,
-            &names,
-            &register,
-        );
-    }
     let krate = &stack.krate;
     let private = quote!(#krate::__private);
     let Names {
@@ -196,8 +173,20 @@ pub(super) fn guard_fn(
     // The body of an async function: the guards entered and `future` run in a block of its
     // own, left by `return` once the call ran. The block ends only with a rejection, after the
     // plan and the permits are gone: a fallback's future never sits beside them in this one.
-    let async_body = |future: TokenStream| {
-        quote! {
+    let parts = Parts {
+        prelude: &prelude,
+        classify: &classify,
+        on_rejected: &on_rejected,
+        finish: &finish,
+        returns_result,
+    };
+    // A stack with a wrapper runs its whole plan in the runtime, the body made per attempt.
+    let wrapped = stack.has_wrapper();
+    let async_body = |future: TokenStream| -> syn::Result<TokenStream> {
+        if wrapped {
+            return wrapped_body(stack, sig, Body::Async(future), &parts, &names);
+        }
+        Ok(quote! {
             #prelude
             let #rejected = #entry: {
                 // Interned: a plain reference, held across `.await`.
@@ -217,12 +206,23 @@ pub(super) fn guard_fn(
             };
             let #value = #on_rejected;
             #finish
-        }
+        })
     };
 
     // Associated functions are called by their full path, so no trait in the user's scope can
     // stand in for them.
     let body = match shape {
+        Shape::Sync if wrapped => {
+            let hint = return_hint(&output);
+            let body = wrapped_body(
+                stack,
+                sig,
+                Body::Sync(quote!(#hint #(#stmts)*)),
+                &parts,
+                &names,
+            )?;
+            quote!(#register #body)
+        }
         Shape::Sync => {
             let hint = return_hint(&output);
             quote! {
@@ -247,7 +247,7 @@ pub(super) fn guard_fn(
         }
         Shape::Async => {
             let hint = return_hint(&output);
-            let body = async_body(quote!(async move { #hint #(#stmts)* }));
+            let body = async_body(quote!(async move { #hint #(#stmts)* }))?;
             quote! {
                 #register
                 #body
@@ -262,7 +262,7 @@ pub(super) fn guard_fn(
                 ));
             };
             let original = inner.clone();
-            let body = async_body(original.to_token_stream());
+            let body = async_body(original.to_token_stream())?;
             *inner = ExprAsync {
                 attrs: Vec::new(),
                 async_token: original.async_token,
@@ -291,83 +291,6 @@ pub(super) fn guard_fn(
 /// each attempt clones them and the function keeps the originals).
 fn moves_arguments(stack: &Stack) -> bool {
     stack.has_wrapper() && stack.of(Kind::Retry).is_none()
-}
-
-/// The guarded function of a stack with a wrapper: the runtime runs the whole plan, making
-/// the body once per attempt.
-#[allow(clippy::too_many_arguments)]
-fn wrapped_fn(
-    stack: &Stack,
-    sig: &Signature,
-    attrs: &[Attribute],
-    vis: &Visibility,
-    defaultness: TokenStream,
-    block: &Block,
-    imports: &TokenStream,
-    shape: Shape,
-    output: &Type,
-    parts: &Parts<'_>,
-    names: &Names,
-    register: &TokenStream,
-) -> syn::Result<TokenStream> {
-    let (inner_attrs, outer_attrs): (Vec<&Attribute>, Vec<&Attribute>) = attrs
-        .iter()
-        .partition(|a| matches!(a.style, AttrStyle::Inner(_)));
-    let stmts = &block.stmts;
-    let hint = return_hint(output);
-    let body = match shape {
-        Shape::Sync => {
-            let body = wrapped_body(
-                stack,
-                sig,
-                Body::Sync(quote!(#hint #(#stmts)*)),
-                parts,
-                names,
-            )?;
-            quote!(#register #body)
-        }
-        Shape::Async => {
-            let future = quote!(async move { #hint #(#stmts)* });
-            let body = wrapped_body(stack, sig, Body::Async(future), parts, names)?;
-            quote!(#register #body)
-        }
-        Shape::AsyncTrait => {
-            let mut rewritten = block.clone();
-            let Some(inner) = async_trait_body_mut(&mut rewritten) else {
-                return Err(syn::Error::new_spanned(
-                    block,
-                    "expected `Box::pin(async move { .. })`",
-                ));
-            };
-            let original = inner.clone();
-            let body = wrapped_body(
-                stack,
-                sig,
-                Body::Async(original.to_token_stream()),
-                parts,
-                names,
-            )?;
-            *inner = ExprAsync {
-                attrs: Vec::new(),
-                async_token: original.async_token,
-                capture: original.capture,
-                block: syn::parse_quote! {{ #body }},
-            };
-            let stmts = &rewritten.stmts;
-            quote! {
-                #register
-                #(#stmts)*
-            }
-        }
-    };
-    Ok(quote! {
-        #(#outer_attrs)*
-        #vis #defaultness #sig {
-            #(#inner_attrs)*
-            #imports
-            #body
-        }
-    })
 }
 
 /// The locals of the generated code, at mixed-site hygiene so user code cannot see or clash
