@@ -141,6 +141,29 @@ async fn async_worker(plan: Arc<Plan>, tally: Arc<Tally>, seed: u64, calls: usiz
     }
 }
 
+/// `threads` threads making `calls` calls each through `plan`, seeded from `seed`.
+fn on_threads(plan: &Arc<Plan>, tally: &Arc<Tally>, threads: u64, seed: u64, calls: usize) {
+    let threads: Vec<_> = (0..threads)
+        .map(|t| {
+            let (plan, tally) = (plan.clone(), tally.clone());
+            std::thread::spawn(move || sync_worker(&plan, &tally, seed + t, calls))
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+}
+
+/// `tasks` tasks making `calls` calls each through `plan`, seeded from `seed`.
+async fn on_tasks(plan: &Arc<Plan>, tally: &Arc<Tally>, tasks: u64, seed: u64, calls: usize) {
+    let tasks: Vec<_> = (0..tasks)
+        .map(|t| tokio::spawn(async_worker(plan.clone(), tally.clone(), seed + t, calls)))
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
+
 fn assert_consistent(registry: &Registry, tally: &Tally, total: u64) {
     let (ok, failed, rejected, abandoned) = (
         tally.ok.load(Ordering::Relaxed),
@@ -182,15 +205,7 @@ fn threads_mixing_panics_errors_and_rejections_leak_no_permit() {
         let registry = Arc::new(registry(2, fair));
         let plan = Arc::new(registry.plan(&GUARDS).unwrap());
         let tally = Arc::new(Tally::default());
-        let threads: Vec<_> = (0..4)
-            .map(|t| {
-                let (plan, tally) = (plan.clone(), tally.clone());
-                std::thread::spawn(move || sync_worker(&plan, &tally, 0x9e37_79b9 + t, 600))
-            })
-            .collect();
-        for thread in threads {
-            thread.join().unwrap();
-        }
+        on_threads(&plan, &tally, 4, 0x9e37_79b9, 600);
         assert_consistent(&registry, &tally, 4 * 600);
         let metrics = registry.bulkhead("leak").metrics();
         assert_eq!(
@@ -208,19 +223,7 @@ async fn tasks_mixing_errors_panics_rejections_and_dropped_futures_leak_no_permi
         let registry = Arc::new(registry(3, fair));
         let plan = Arc::new(registry.plan(&GUARDS).unwrap());
         let tally = Arc::new(Tally::default());
-        let tasks: Vec<_> = (0..8)
-            .map(|t| {
-                tokio::spawn(async_worker(
-                    plan.clone(),
-                    tally.clone(),
-                    0x51_7cc1 + t,
-                    400,
-                ))
-            })
-            .collect();
-        for task in tasks {
-            task.await.unwrap();
-        }
+        on_tasks(&plan, &tally, 8, 0x51_7cc1, 400).await;
         assert_consistent(&registry, &tally, 8 * 400);
     }
 }
@@ -408,15 +411,7 @@ fn threads_through_wrappers_leak_no_permit() {
     let registry = Arc::new(wrapped_registry(2));
     let plan = Arc::new(registry.plan(&WRAPPED).unwrap());
     let tally = Arc::new(Tally::default());
-    let threads: Vec<_> = (0..4)
-        .map(|t| {
-            let (plan, tally) = (plan.clone(), tally.clone());
-            std::thread::spawn(move || sync_worker(&plan, &tally, 0x7f4a_7c15 + t, 400))
-        })
-        .collect();
-    for thread in threads {
-        thread.join().unwrap();
-    }
+    on_threads(&plan, &tally, 4, 0x7f4a_7c15, 400);
     assert_consistent(&registry, &tally, 4 * 400);
 }
 
@@ -426,18 +421,6 @@ async fn tasks_through_wrappers_leak_no_permit() {
     let registry = Arc::new(wrapped_registry(3));
     let plan = Arc::new(registry.plan(&WRAPPED).unwrap());
     let tally = Arc::new(Tally::default());
-    let tasks: Vec<_> = (0..8)
-        .map(|t| {
-            tokio::spawn(async_worker(
-                plan.clone(),
-                tally.clone(),
-                0x2545_f491 + t,
-                300,
-            ))
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
+    on_tasks(&plan, &tally, 8, 0x2545_f491, 300).await;
     assert_consistent(&registry, &tally, 8 * 300);
 }

@@ -27,6 +27,16 @@ fn retry(attempts: u32) -> RetryConfig {
         .unwrap()
 }
 
+/// A call that fails at its first attempt and succeeds after, counting its attempts.
+fn fails_first(attempts: &mut u32) -> Result<(), CallError> {
+    *attempts += 1;
+    if *attempts == 1 {
+        Err(CallError::Downstream("503"))
+    } else {
+        Ok(())
+    }
+}
+
 fn registry_with_retry(attempts: u32) -> Registry {
     let registry = Registry::new();
     registry.configure_retry("inv", retry(attempts)).unwrap();
@@ -201,14 +211,7 @@ fn a_retry_moved_outside_the_bulkhead_enters_it_per_attempt() {
     drop(held);
 
     let mut attempts = 0;
-    let result: Result<(), CallError> = plan.call(|| {
-        attempts += 1;
-        if attempts == 1 {
-            Err(CallError::Downstream("503"))
-        } else {
-            Ok(())
-        }
-    });
+    let result: Result<(), CallError> = plan.call(|| fails_first(&mut attempts));
     assert_eq!(result, Ok(()));
     assert_eq!(bulkhead.metrics().permitted_calls(), 1 + 2);
 }
@@ -219,14 +222,7 @@ fn a_retried_attempt_is_not_a_re_entry() {
     registry.set_reentrancy_policy(ReentrancyPolicy::Reject);
     let plan = registry.plan(&FIVE).unwrap();
     let mut attempts = 0;
-    let result: Result<(), CallError> = plan.call(|| {
-        attempts += 1;
-        if attempts == 1 {
-            Err(CallError::Downstream("503"))
-        } else {
-            Ok(())
-        }
-    });
+    let result: Result<(), CallError> = plan.call(|| fails_first(&mut attempts));
     assert_eq!(result, Ok(()));
     assert_eq!(attempts, 2);
 }
