@@ -181,15 +181,7 @@ fn tower_call<S: Service<()>>(service: &mut S) -> Result<S::Response, S::Error> 
 /// 3 attempts, 500 ms apart; count window of 100, no slow-call rule; 1 s.
 fn five_aspects(rounds: usize) {
     let registry = Registry::global();
-    registry
-        .configure_bulkhead(
-            "best-of-five",
-            BulkheadConfig::builder()
-                .max_concurrent_calls(25)
-                .build()
-                .expect("valid bulkhead"),
-        )
-        .expect("bulkhead");
+    configure_gates("best-of-five");
     registry
         .configure_rate_limiter(
             "best-of-five",
@@ -211,17 +203,6 @@ fn five_aspects(rounds: usize) {
                 .expect("valid retry"),
         )
         .expect("retry");
-    registry
-        .configure_circuit_breaker(
-            "best-of-five",
-            CircuitBreakerConfig::builder()
-                .sliding_window(SlidingWindow::CountBased(100))
-                .minimum_number_of_calls(100)
-                .slow_call_duration_threshold(Duration::MAX)
-                .build()
-                .expect("valid breaker"),
-        )
-        .expect("breaker");
     registry
         .configure_time_limiter(
             "best-of-five",
@@ -346,6 +327,32 @@ fn five_aspects(rounds: usize) {
 }
 
 /// Nanoseconds per call of `call`, over one round of `CALLS` calls.
+/// The policy of `semaphore+recloser` for the instances `name`: a bulkhead of 25, a count
+/// window of 100, no slow-call rule.
+fn configure_gates(name: &str) {
+    let registry = Registry::global();
+    registry
+        .configure_bulkhead(
+            name,
+            BulkheadConfig::builder()
+                .max_concurrent_calls(25)
+                .build()
+                .expect("valid bulkhead"),
+        )
+        .expect("bulkhead");
+    registry
+        .configure_circuit_breaker(
+            name,
+            CircuitBreakerConfig::builder()
+                .sliding_window(SlidingWindow::CountBased(100))
+                .minimum_number_of_calls(100)
+                .slow_call_duration_threshold(Duration::MAX)
+                .build()
+                .expect("valid breaker"),
+        )
+        .expect("breaker");
+}
+
 fn round(mut call: impl FnMut()) -> f64 {
     const CALLS: u32 = 20_000;
     let start = Instant::now();
@@ -363,26 +370,7 @@ fn main() {
         .unwrap_or(200);
     // The policy of `semaphore+recloser`: 25 permits, count window of 100, no slow-call rule.
     let registry = Registry::global();
-    registry
-        .configure_bulkhead(
-            "best-of",
-            BulkheadConfig::builder()
-                .max_concurrent_calls(25)
-                .build()
-                .expect("valid bulkhead"),
-        )
-        .expect("bulkhead");
-    registry
-        .configure_circuit_breaker(
-            "best-of",
-            CircuitBreakerConfig::builder()
-                .sliding_window(SlidingWindow::CountBased(100))
-                .minimum_number_of_calls(100)
-                .slow_call_duration_threshold(Duration::MAX)
-                .build()
-                .expect("valid breaker"),
-        )
-        .expect("breaker");
+    configure_gates("best-of");
     let plan = registry
         .plan(&[
             Guard::bulkhead("best-of"),
