@@ -11,6 +11,8 @@ mod call;
 mod call_site;
 pub mod circuit_breaker;
 mod clock;
+#[cfg(feature = "serde")]
+pub mod document;
 mod error;
 mod gate;
 mod name;
@@ -38,6 +40,8 @@ pub use circuit_breaker::{
     SlidingWindow, SubscriptionId,
 };
 pub use clock::{Clock, ManualClock};
+#[cfg(feature = "serde")]
+pub use document::{Changes, ConfigDocument, DocumentError};
 pub use error::{ConfigError, Rejected};
 pub use name::Name;
 pub use outcome::CallOutcome;

@@ -65,6 +65,14 @@ impl fmt::Display for SlidingWindow {
     }
 }
 
+/// The kind of a [`SlidingWindow`] without its size: Resilience4j's `slidingWindowType`, a
+/// setting of its own so that a configuration file can set the kind and the size apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum WindowType {
+    CountBased,
+    TimeBased,
+}
+
 /// An exponential backoff of the wait in the open state: the n-th consecutive opening since
 /// the breaker was last closed waits `wait_duration_in_open_state × multiplierⁿ⁻¹`, at most
 /// `max_wait`. Set with [`CircuitBreakerConfigBuilder::open_state_backoff`].
@@ -132,7 +140,10 @@ pub struct CircuitBreakerConfig {
     failure_rate_threshold: Option<f32>,
     slow_call_rate_threshold: Option<f32>,
     slow_call_duration_threshold: Option<Duration>,
-    sliding_window: Option<SlidingWindow>,
+    // The window's kind and size are inherited one by one (a configuration on a time-based
+    // base that sets only a size stays time-based), as Resilience4j's two settings are.
+    sliding_window_type: Option<WindowType>,
+    sliding_window_size: Option<u32>,
     minimum_number_of_calls: Option<u32>,
     wait_duration_in_open_state: Option<Duration>,
     open_state_backoff: Option<OpenStateBackoff>,
@@ -197,7 +208,13 @@ impl CircuitBreakerConfig {
 
     /// The calls the rates of the closed state are computed over.
     pub fn sliding_window(&self) -> SlidingWindow {
-        self.sliding_window.unwrap_or(Self::DEFAULT_SLIDING_WINDOW)
+        let size = self
+            .sliding_window_size
+            .unwrap_or(Self::DEFAULT_SLIDING_WINDOW.size());
+        match self.sliding_window_type.unwrap_or(WindowType::CountBased) {
+            WindowType::CountBased => SlidingWindow::CountBased(size),
+            WindowType::TimeBased => SlidingWindow::TimeBased(size),
+        }
     }
 
     /// The number of calls the window must hold before the rates are computed (for a
@@ -286,7 +303,8 @@ impl CircuitBreakerConfig {
             slow_call_duration_threshold: self
                 .slow_call_duration_threshold
                 .or(base.slow_call_duration_threshold),
-            sliding_window: self.sliding_window.or(base.sliding_window),
+            sliding_window_type: self.sliding_window_type.or(base.sliding_window_type),
+            sliding_window_size: self.sliding_window_size.or(base.sliding_window_size),
             minimum_number_of_calls: self
                 .minimum_number_of_calls
                 .or(base.minimum_number_of_calls),
@@ -470,7 +488,28 @@ impl CircuitBreakerConfigBuilder {
 
     /// The calls the rates of the closed state are computed over.
     pub fn sliding_window(mut self, window: SlidingWindow) -> Self {
-        self.config.sliding_window = Some(window);
+        let kind = match window {
+            SlidingWindow::CountBased(_) => WindowType::CountBased,
+            SlidingWindow::TimeBased(_) => WindowType::TimeBased,
+        };
+        self.config.sliding_window_type = Some(kind);
+        self.config.sliding_window_size = Some(window.size());
+        self
+    }
+
+    /// The window's kind alone, its size inherited (a configuration file's
+    /// `sliding_window_type`).
+    #[cfg(feature = "serde")]
+    pub(crate) fn sliding_window_type(mut self, kind: WindowType) -> Self {
+        self.config.sliding_window_type = Some(kind);
+        self
+    }
+
+    /// The window's size alone, its kind inherited (a configuration file's
+    /// `sliding_window_size`).
+    #[cfg(feature = "serde")]
+    pub(crate) fn sliding_window_size(mut self, size: u32) -> Self {
+        self.config.sliding_window_size = Some(size);
         self
     }
 

@@ -67,6 +67,8 @@
 //! those with a [`ManualClock`](crate::ManualClock), which drives everything.
 
 mod config;
+#[cfg(feature = "serde")]
+pub(crate) use config::WindowType;
 mod derived;
 mod events;
 mod machine;

@@ -2,14 +2,18 @@
 //! named configurations resolved against their base chain and the default, and instances
 //! created once per name and reconfigured in place.
 
+#[cfg(feature = "serde")]
+use std::collections::BTreeSet;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+#[cfg(feature = "serde")]
+use crate::document::ChangeKind;
 use crate::error::ConfigError;
 use crate::name::Name;
 
 /// A configuration type that can sit in a [`Kind`].
-pub(crate) trait Config: Clone + PartialEq {
+pub(crate) trait Config: Clone + PartialEq + Default {
     fn base(&self) -> Option<&str>;
     fn inherit(&self, base: &Self) -> Result<Self, ConfigError>;
 }
@@ -25,6 +29,26 @@ pub(crate) struct Kind<C, I> {
     /// Resolved configurations of the named ones.
     resolved: HashMap<Name, C>,
     instances: HashMap<Name, Arc<I>>,
+    /// The names the last document applied configured, and whether it set the default: what
+    /// the next document returns to the default if it leaves them out.
+    #[cfg(feature = "serde")]
+    from_document: BTreeSet<Name>,
+    #[cfg(feature = "serde")]
+    default_from_document: bool,
+}
+
+/// One kind's part of a document, resolved and checked, that commits without failing.
+#[cfg(feature = "serde")]
+pub(crate) struct Prepared<C> {
+    default: C,
+    configs: HashMap<Name, C>,
+    resolved: HashMap<Name, C>,
+    from_document: BTreeSet<Name>,
+    default_from_document: bool,
+    /// The names the document configures as instances, created if they do not exist.
+    instances: Vec<Name>,
+    /// `None` for the default configuration; sorted by name.
+    pub(crate) changes: Vec<(Option<Name>, ChangeKind)>,
 }
 
 /// Reconfigurations of instances decided by a change, to run once the registry's lock is
@@ -46,6 +70,10 @@ impl<C: Config + Send + 'static, I: Instance<Config = C>> Kind<C, I> {
             derived: HashSet::new(),
             resolved: HashMap::new(),
             instances: HashMap::new(),
+            #[cfg(feature = "serde")]
+            from_document: BTreeSet::new(),
+            #[cfg(feature = "serde")]
+            default_from_document: false,
         }
     }
 
@@ -262,5 +290,116 @@ impl<C: Config + Send + 'static, I: Instance<Config = C>> Kind<C, I> {
         self.resolved = resolved;
         self.default = default;
         Ok(pending)
+    }
+
+    #[cfg(feature = "serde")]
+    /// Resolves what a document sets for this kind, changing nothing: `default` (if the
+    /// document sets it) and `named` (`(name, configuration, is an instance)`). A name the
+    /// previous document configured and this one leaves out returns to the default, and so
+    /// does the default if the previous document set it and this one does not.
+    ///
+    /// # Errors
+    ///
+    /// The name (`None` for the default) whose configuration cannot be resolved, and why.
+    pub(crate) fn prepare(
+        &self,
+        default: Option<C>,
+        named: Vec<(Name, C, bool)>,
+    ) -> Result<Prepared<C>, (Option<Name>, ConfigError)> {
+        if let Some(base) = default.as_ref().and_then(|d| d.base()) {
+            return Err((
+                None,
+                ConfigError::new(
+                    "base",
+                    format!("the default configuration cannot have a base (it names `{base}`)"),
+                ),
+            ));
+        }
+        let default_from_document = default.is_some();
+        let new_default = match default {
+            Some(default) => default,
+            None if self.default_from_document => C::default(),
+            None => self.default.clone(),
+        };
+        let from_document: BTreeSet<Name> = named.iter().map(|(n, _, _)| n.clone()).collect();
+        let mut configs = self.configs.clone();
+        for gone in self.from_document.difference(&from_document) {
+            configs.remove(gone);
+        }
+        let mut instances = Vec::new();
+        for (name, config, instance) in named {
+            if instance {
+                instances.push(name.clone());
+            }
+            configs.insert(name, config);
+        }
+        // In name order, so that of several errors the same one is reported every time.
+        let mut names: Vec<&Name> = configs.keys().collect();
+        names.sort();
+        let mut resolved = HashMap::with_capacity(configs.len());
+        for name in names {
+            let own = Self::resolve(|n| configs.get(n), &new_default, name, &configs[name])
+                .map_err(|e| (Some(name.clone()), e))?;
+            resolved.insert(name.clone(), own);
+        }
+        let mut changes = Vec::new();
+        if new_default != self.default {
+            changes.push((None, ChangeKind::Changed));
+        }
+        let every: BTreeSet<&Name> = self.resolved.keys().chain(resolved.keys()).collect();
+        for name in every {
+            let change = match (self.resolved.get(name), resolved.get(name)) {
+                (None, Some(_)) => ChangeKind::Added,
+                (Some(_), None) => ChangeKind::Removed,
+                (Some(old), Some(new)) if old != new => ChangeKind::Changed,
+                _ => continue,
+            };
+            changes.push((Some(name.clone()), change));
+        }
+        Ok(Prepared {
+            default: new_default,
+            configs,
+            resolved,
+            from_document,
+            default_from_document,
+            instances,
+            changes,
+        })
+    }
+
+    #[cfg(feature = "serde")]
+    /// Installs what [`prepare`](Self::prepare) resolved: reconfigures every instance whose
+    /// effective configuration changed (in `Pending`) and creates the document's instances
+    /// that do not exist yet.
+    pub(crate) fn commit(&mut self, prepared: Prepared<C>, make: impl Fn(Name, C) -> I) -> Pending {
+        self.derived = prepared
+            .configs
+            .iter()
+            .filter(|(_, c)| c.base().is_some())
+            .map(|(n, _)| n.clone())
+            .collect();
+        self.default = prepared.default;
+        self.configs = prepared.configs;
+        self.resolved = prepared.resolved;
+        self.from_document = prepared.from_document;
+        self.default_from_document = prepared.default_from_document;
+        let mut pending = Pending::new();
+        let mut changed: Vec<(Name, C)> = Vec::new();
+        for (name, instance) in &self.instances {
+            let effective = self.effective(name);
+            if instance.config() != effective {
+                changed.push((name.clone(), effective));
+            }
+        }
+        for name in prepared.instances {
+            if !self.instances.contains_key(&name) {
+                let effective = self.effective(&name);
+                changed.push((name, effective));
+            }
+        }
+        for (name, config) in changed {
+            self.apply(&name, config, &make, &mut pending);
+        }
+        pending
     }
 }

@@ -2,6 +2,8 @@
 //! here, one generic `instance` / `configure` underneath the named methods of each kind; the
 //! tables with base inheritance are [`kind`], the precedence table [`precedence`].
 
+#[cfg(feature = "serde")]
+mod document;
 mod kind;
 mod precedence;
 
@@ -102,6 +104,12 @@ struct State {
     circuit_breakers: Kind<CircuitBreakerConfig, CircuitBreaker>,
     precedence: Precedence,
     reentrancy: ReentrancyPolicy,
+    /// The aspects whose precedence the last document applied set, and whether it set the
+    /// re-entrancy policy: what the next document returns to the default if it leaves out.
+    #[cfg(feature = "serde")]
+    precedence_from_document: Vec<Aspect>,
+    #[cfg(feature = "serde")]
+    reentrancy_from_document: bool,
 }
 
 /// An aspect kind the registry keeps: its table in [`State`] and how to make an instance.
@@ -135,6 +143,10 @@ impl Registry {
                 circuit_breakers: Kind::new(CircuitBreakerConfig::default()),
                 precedence: Precedence::new(),
                 reentrancy: ReentrancyPolicy::default(),
+                #[cfg(feature = "serde")]
+                precedence_from_document: Vec::new(),
+                #[cfg(feature = "serde")]
+                reentrancy_from_document: false,
             }),
             changing: Mutex::new(()),
         }
@@ -173,13 +185,21 @@ impl Registry {
         &self,
         change: impl FnOnce(&mut State, &Clock) -> Result<Pending, ConfigError>,
     ) -> Result<(), ConfigError> {
+        self.change_with(|state, clock| change(state, clock).map(|pending| (pending, ())))
+    }
+
+    /// [`change`](Self::change) for a change that returns a value and an error of its own.
+    fn change_with<R, E>(
+        &self,
+        change: impl FnOnce(&mut State, &Clock) -> Result<(Pending, R), E>,
+    ) -> Result<R, E> {
         let _changing = self.changing.lock().unwrap_or_else(PoisonError::into_inner);
-        let pending = {
+        let (pending, value) = {
             let mut state: RwLockWriteGuard<'_, State> =
                 self.state.write().unwrap_or_else(PoisonError::into_inner);
-            let pending = change(&mut state, &self.clock)?;
+            let changed = change(&mut state, &self.clock)?;
             self.generation.store(next_generation(), Ordering::Release);
-            pending
+            changed
         };
         // Every instance is reconfigured even if a subscriber panics on the way: the first
         // panic resumes once the registry and its instances agree again.
@@ -192,7 +212,7 @@ impl Registry {
         if let Some(panic) = panicked {
             panic::resume_unwind(panic);
         }
-        Ok(())
+        Ok(value)
     }
 
     // ----- every kind: the generic accessors -----

@@ -38,6 +38,26 @@ impl Precedence {
         Ok(())
     }
 
+    /// This table with `aspect` at `precedence`, ties unchecked: a document sets every number
+    /// first and checks the whole table once ([`tie`](Self::tie)), so that swapping two
+    /// numbers is not refused halfway.
+    #[cfg(feature = "serde")]
+    pub(crate) fn with(mut self, aspect: Aspect, precedence: i32) -> Self {
+        self.0[aspect.index()] = precedence;
+        self
+    }
+
+    #[cfg(feature = "serde")]
+    /// Two aspects with the same number, if any: the later one in [`Aspect::ALL`] first.
+    pub(crate) fn tie(&self) -> Option<(Aspect, Aspect)> {
+        Aspect::ALL.into_iter().enumerate().find_map(|(i, later)| {
+            Aspect::ALL[..i]
+                .iter()
+                .find(|earlier| self.of(**earlier) == self.of(later))
+                .map(|earlier| (later, *earlier))
+        })
+    }
+
     /// Sorts `items` by the precedence of their aspect, outermost first. Ties cannot happen:
     /// [`set`](Self::set) refuses them.
     pub(crate) fn sort<T>(&self, items: &mut [T], aspect: impl Fn(&T) -> Aspect) {

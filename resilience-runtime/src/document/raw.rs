@@ -1,0 +1,537 @@
+//! The settings of each aspect kind as a document writes them (Resilience4j's Spring keys in
+//! snake_case), and how each becomes a configuration through its builder, so that a document
+//! is validated by exactly the rules code is.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::de::{self, Deserialize, Deserializer, Visitor};
+
+use super::duration::Dur;
+use super::keys::{choice, settings};
+use crate::bulkhead::BulkheadConfig;
+use crate::circuit_breaker::{CircuitBreakerConfig, CircuitState, WindowType};
+use crate::error::ConfigError;
+use crate::plan::ReentrancyPolicy;
+use crate::rate_limiter::RateLimiterConfig;
+use crate::retry::RetryConfig;
+use crate::time_limiter::TimeLimiterConfig;
+
+/// Resilience4j's default `exponentialBackoffMultiplier` (its `IntervalFunction`'s).
+pub(crate) const DEFAULT_BACKOFF_MULTIPLIER: f64 = 1.5;
+/// Resilience4j's default `randomizedWaitFactor`.
+pub(crate) const DEFAULT_RANDOMIZED_WAIT_FACTOR: f64 = 0.5;
+
+/// A table of one kind's settings: how it becomes a configuration, and which of its keys a
+/// refusal of the builder's `field` is about.
+pub(crate) trait Settings: Sized {
+    /// The configuration these settings build.
+    type Config;
+
+    /// The configuration, validated by its builder.
+    fn build(&self) -> Result<Self::Config, ConfigError>;
+
+    /// The keys that set the builder's `field`, most specific first.
+    fn keys_of(field: &'static str) -> &'static [&'static str];
+
+    /// The keys this table sets.
+    fn set_keys(&self) -> Vec<&'static str>;
+
+    /// The key of this table a refusal of `field` points at: the first of its keys that is
+    /// set here, else none (the value came from a base or the default).
+    fn blame(&self, field: &'static str) -> Option<&'static str> {
+        let set = self.set_keys();
+        Self::keys_of(field)
+            .iter()
+            .copied()
+            .find(|k| set.contains(k))
+    }
+}
+
+/// A table's `base_config`: Resilience4j's `default` is the default configuration, which every
+/// configuration without a base rests on already.
+fn base_of(base_config: &Option<String>) -> Option<&str> {
+    base_config.as_deref().filter(|b| *b != "default")
+}
+
+/// A setting that takes effect only with its `enable_` switch on, refused without it rather
+/// than ignored as Resilience4j does.
+fn needs_switch(
+    field: &'static str,
+    key: &str,
+    switch: &str,
+    set: bool,
+    enabled: Option<bool>,
+) -> Result<(), ConfigError> {
+    if set && enabled != Some(true) {
+        return Err(ConfigError::new(
+            field,
+            format!(
+                "`{key}` takes effect only with `{switch} = true` in the same table (the \
+                 settings of one backoff are inherited together); add it, or remove `{key}`"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+settings! {
+    /// `[bulkhead.configs.*]` and `[bulkhead.instances.*]`.
+    pub(crate) struct BulkheadSettings ("bulkhead settings") {
+        base_config: String,
+        max_concurrent_calls: u32,
+        max_wait_duration: Dur,
+        fair_call_handling_enabled: bool,
+    }
+    aliases { "fair_call_handling" => "fair_call_handling_enabled" }
+}
+
+impl Settings for BulkheadSettings {
+    type Config = BulkheadConfig;
+
+    fn build(&self) -> Result<BulkheadConfig, ConfigError> {
+        let mut b = BulkheadConfig::builder();
+        if let Some(base) = base_of(&self.base_config) {
+            b = b.base(base);
+        }
+        if let Some(n) = self.max_concurrent_calls {
+            b = b.max_concurrent_calls(n);
+        }
+        if let Some(Dur(d)) = self.max_wait_duration {
+            b = b.max_wait_duration(d);
+        }
+        if let Some(fair) = self.fair_call_handling_enabled {
+            b = b.fair_call_handling(fair);
+        }
+        b.build()
+    }
+
+    fn keys_of(field: &'static str) -> &'static [&'static str] {
+        match field {
+            "base" => &["base_config"],
+            "max_concurrent_calls" => &["max_concurrent_calls"],
+            "max_wait_duration" => &["max_wait_duration"],
+            "fair_call_handling" => &["fair_call_handling_enabled"],
+            _ => &[],
+        }
+    }
+
+    fn set_keys(&self) -> Vec<&'static str> {
+        self.set()
+    }
+}
+
+settings! {
+    /// `[rate_limiter.configs.*]` and `[rate_limiter.instances.*]`.
+    pub(crate) struct RateLimiterSettings ("rate limiter settings") {
+        base_config: String,
+        limit_for_period: u32,
+        limit_refresh_period: Dur,
+        timeout_duration: Dur,
+    }
+}
+
+impl Settings for RateLimiterSettings {
+    type Config = RateLimiterConfig;
+
+    fn build(&self) -> Result<RateLimiterConfig, ConfigError> {
+        let mut b = RateLimiterConfig::builder();
+        if let Some(base) = base_of(&self.base_config) {
+            b = b.base(base);
+        }
+        if let Some(n) = self.limit_for_period {
+            b = b.limit_for_period(n);
+        }
+        if let Some(Dur(d)) = self.limit_refresh_period {
+            b = b.limit_refresh_period(d);
+        }
+        if let Some(Dur(d)) = self.timeout_duration {
+            b = b.timeout_duration(d);
+        }
+        b.build()
+    }
+
+    fn keys_of(field: &'static str) -> &'static [&'static str] {
+        match field {
+            "base" => &["base_config"],
+            // A limit is refused against its period: the limit is named first.
+            "limit_for_period" => &["limit_for_period", "limit_refresh_period"],
+            "limit_refresh_period" => &["limit_refresh_period"],
+            "timeout_duration" => &["timeout_duration"],
+            _ => &[],
+        }
+    }
+
+    fn set_keys(&self) -> Vec<&'static str> {
+        self.set()
+    }
+}
+
+settings! {
+    /// `[retry.configs.*]` and `[retry.instances.*]`.
+    pub(crate) struct RetrySettings ("retry settings") {
+        base_config: String,
+        max_attempts: u32,
+        wait_duration: Dur,
+        enable_exponential_backoff: bool,
+        exponential_backoff_multiplier: f64,
+        exponential_max_wait_duration: Dur,
+        enable_randomized_wait: bool,
+        randomized_wait_factor: f64,
+        retry_on_rejection: bool,
+    }
+}
+
+impl Settings for RetrySettings {
+    type Config = RetryConfig;
+
+    fn build(&self) -> Result<RetryConfig, ConfigError> {
+        let mut b = RetryConfig::builder();
+        let base = base_of(&self.base_config);
+        if let Some(base) = base {
+            b = b.base(base);
+        }
+        if let Some(n) = self.max_attempts {
+            b = b.max_attempts(n);
+        }
+        if let Some(Dur(d)) = self.wait_duration {
+            b = b.wait_duration(d);
+        }
+        let backoff = self.enable_exponential_backoff;
+        needs_switch(
+            "exponential_backoff",
+            "exponential_backoff_multiplier",
+            "enable_exponential_backoff",
+            self.exponential_backoff_multiplier.is_some(),
+            backoff,
+        )?;
+        needs_switch(
+            "exponential_backoff",
+            "exponential_max_wait_duration",
+            "enable_exponential_backoff",
+            self.exponential_max_wait_duration.is_some(),
+            backoff,
+        )?;
+        match backoff {
+            Some(true) => {
+                let multiplier = self
+                    .exponential_backoff_multiplier
+                    .unwrap_or(DEFAULT_BACKOFF_MULTIPLIER);
+                let max = self
+                    .exponential_max_wait_duration
+                    .map_or(Duration::MAX, |Dur(d)| d);
+                b = b.exponential_backoff(multiplier, max);
+            }
+            // Off over a base that may have one: waits that never grow.
+            Some(false) if base.is_some() => b = b.exponential_backoff(1.0, Duration::MAX),
+            Some(false) | None => {}
+        }
+        needs_switch(
+            "randomized_wait_factor",
+            "randomized_wait_factor",
+            "enable_randomized_wait",
+            self.randomized_wait_factor.is_some(),
+            self.enable_randomized_wait,
+        )?;
+        match self.enable_randomized_wait {
+            Some(true) => {
+                b = b.randomized_wait_factor(
+                    self.randomized_wait_factor
+                        .unwrap_or(DEFAULT_RANDOMIZED_WAIT_FACTOR),
+                );
+            }
+            Some(false) => b = b.randomized_wait_factor(0.0),
+            None => {}
+        }
+        if let Some(retry) = self.retry_on_rejection {
+            b = b.retry_on_rejection(retry);
+        }
+        b.build()
+    }
+
+    fn keys_of(field: &'static str) -> &'static [&'static str] {
+        match field {
+            "base" => &["base_config"],
+            "max_attempts" => &["max_attempts"],
+            "wait_duration" => &["wait_duration"],
+            "exponential_backoff" => &[
+                "exponential_backoff_multiplier",
+                "exponential_max_wait_duration",
+                "enable_exponential_backoff",
+            ],
+            "randomized_wait_factor" => &["randomized_wait_factor", "enable_randomized_wait"],
+            "retry_on_rejection" => &["retry_on_rejection"],
+            _ => &[],
+        }
+    }
+
+    fn set_keys(&self) -> Vec<&'static str> {
+        self.set()
+    }
+}
+
+/// `sliding_window_type`: `"count_based"` or `"time_based"` (also `COUNT_BASED`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct WindowTypeSetting(pub(crate) WindowType);
+
+impl<'de> Deserialize<'de> for WindowTypeSetting {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_str(ChoiceVisitor {
+            what: "sliding window type",
+            choices: &[
+                ("count_based", WindowTypeSetting(WindowType::CountBased)),
+                ("time_based", WindowTypeSetting(WindowType::TimeBased)),
+            ],
+        })
+    }
+}
+
+/// `initial_state`: `"closed"`, `"open"` or `"metrics_only"`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct StateSetting(pub(crate) CircuitState);
+
+impl<'de> Deserialize<'de> for StateSetting {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_str(ChoiceVisitor {
+            what: "state a breaker can start in",
+            choices: &[
+                ("closed", StateSetting(CircuitState::Closed)),
+                ("open", StateSetting(CircuitState::Open)),
+                ("metrics_only", StateSetting(CircuitState::MetricsOnly)),
+            ],
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for ReentrancyPolicy {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_str(ChoiceVisitor {
+            what: "re-entrancy policy",
+            choices: &[
+                ("pass_through", ReentrancyPolicy::PassThrough),
+                ("reject", ReentrancyPolicy::Reject),
+                ("allow", ReentrancyPolicy::Allow),
+            ],
+        })
+    }
+}
+
+/// Reads a string that must be one of `choices` (see [`choice`]).
+struct ChoiceVisitor<T: 'static> {
+    what: &'static str,
+    choices: &'static [(&'static str, T)],
+}
+
+impl<T: Copy> Visitor<'_> for ChoiceVisitor<T> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a {} in a string", self.what)
+    }
+
+    fn visit_str<E: de::Error>(self, raw: &str) -> Result<T, E> {
+        choice(self.what, raw, self.choices)
+    }
+}
+
+settings! {
+    /// `[circuit_breaker.configs.*]` and `[circuit_breaker.instances.*]`.
+    pub(crate) struct CircuitBreakerSettings ("circuit breaker settings") {
+        base_config: String,
+        failure_rate_threshold: f32,
+        slow_call_rate_threshold: f32,
+        slow_call_duration_threshold: Dur,
+        sliding_window_type: WindowTypeSetting,
+        sliding_window_size: u32,
+        minimum_number_of_calls: u32,
+        wait_duration_in_open_state: Dur,
+        enable_exponential_backoff: bool,
+        exponential_backoff_multiplier: f64,
+        exponential_max_wait_duration_in_open_state: Dur,
+        automatic_transition_from_open_to_half_open_enabled: bool,
+        permitted_number_of_calls_in_half_open_state: u32,
+        max_wait_duration_in_half_open_state: Dur,
+        record_rejections: bool,
+        initial_state: StateSetting,
+    }
+    aliases {
+        "automatic_transition_from_open_to_half_open" => "automatic_transition_from_open_to_half_open_enabled",
+        "permitted_calls_in_half_open_state" => "permitted_number_of_calls_in_half_open_state",
+    }
+}
+
+impl Settings for CircuitBreakerSettings {
+    type Config = CircuitBreakerConfig;
+
+    fn build(&self) -> Result<CircuitBreakerConfig, ConfigError> {
+        let mut b = CircuitBreakerConfig::builder();
+        let base = base_of(&self.base_config);
+        if let Some(base) = base {
+            b = b.base(base);
+        }
+        if let Some(p) = self.failure_rate_threshold {
+            b = b.failure_rate_threshold(p);
+        }
+        if let Some(p) = self.slow_call_rate_threshold {
+            b = b.slow_call_rate_threshold(p);
+        }
+        if let Some(Dur(d)) = self.slow_call_duration_threshold {
+            b = b.slow_call_duration_threshold(d);
+        }
+        if let Some(WindowTypeSetting(kind)) = self.sliding_window_type {
+            b = b.sliding_window_type(kind);
+        }
+        if let Some(size) = self.sliding_window_size {
+            b = b.sliding_window_size(size);
+        }
+        if let Some(n) = self.minimum_number_of_calls {
+            b = b.minimum_number_of_calls(n);
+        }
+        if let Some(Dur(d)) = self.wait_duration_in_open_state {
+            b = b.wait_duration_in_open_state(d);
+        }
+        let backoff = self.enable_exponential_backoff;
+        needs_switch(
+            "open_state_backoff",
+            "exponential_backoff_multiplier",
+            "enable_exponential_backoff",
+            self.exponential_backoff_multiplier.is_some(),
+            backoff,
+        )?;
+        needs_switch(
+            "open_state_backoff",
+            "exponential_max_wait_duration_in_open_state",
+            "enable_exponential_backoff",
+            self.exponential_max_wait_duration_in_open_state.is_some(),
+            backoff,
+        )?;
+        match backoff {
+            Some(true) => {
+                let multiplier = self
+                    .exponential_backoff_multiplier
+                    .unwrap_or(DEFAULT_BACKOFF_MULTIPLIER);
+                let max = self
+                    .exponential_max_wait_duration_in_open_state
+                    .map_or(Duration::MAX, |Dur(d)| d);
+                b = b.open_state_backoff(multiplier, max);
+            }
+            Some(false) if base.is_some() => b = b.open_state_backoff(1.0, Duration::MAX),
+            Some(false) | None => {}
+        }
+        if let Some(on) = self.automatic_transition_from_open_to_half_open_enabled {
+            b = b.automatic_transition_from_open_to_half_open(on);
+        }
+        if let Some(n) = self.permitted_number_of_calls_in_half_open_state {
+            b = b.permitted_calls_in_half_open_state(n);
+        }
+        if let Some(Dur(d)) = self.max_wait_duration_in_half_open_state {
+            b = b.max_wait_duration_in_half_open_state(d);
+        }
+        if let Some(record) = self.record_rejections {
+            b = b.record_rejections(record);
+        }
+        if let Some(StateSetting(state)) = self.initial_state {
+            b = b.initial_state(state);
+        }
+        b.build()
+    }
+
+    fn keys_of(field: &'static str) -> &'static [&'static str] {
+        match field {
+            "base" => &["base_config"],
+            "failure_rate_threshold" => &["failure_rate_threshold"],
+            "slow_call_rate_threshold" => &["slow_call_rate_threshold"],
+            "slow_call_duration_threshold" => &["slow_call_duration_threshold"],
+            "sliding_window" => &["sliding_window_size", "sliding_window_type"],
+            "minimum_number_of_calls" => &["minimum_number_of_calls"],
+            "wait_duration_in_open_state" => &["wait_duration_in_open_state"],
+            "open_state_backoff" => &[
+                "exponential_backoff_multiplier",
+                "exponential_max_wait_duration_in_open_state",
+                "enable_exponential_backoff",
+            ],
+            "permitted_calls_in_half_open_state" => {
+                &["permitted_number_of_calls_in_half_open_state"]
+            }
+            "max_wait_duration_in_half_open_state" => &["max_wait_duration_in_half_open_state"],
+            "record_rejections" => &["record_rejections"],
+            "initial_state" => &["initial_state"],
+            _ => &[],
+        }
+    }
+
+    fn set_keys(&self) -> Vec<&'static str> {
+        self.set()
+    }
+}
+
+settings! {
+    /// `[time_limiter.configs.*]` and `[time_limiter.instances.*]`.
+    pub(crate) struct TimeLimiterSettings ("time limiter settings") {
+        base_config: String,
+        timeout_duration: Dur,
+        cancel_running_future: bool,
+    }
+}
+
+impl Settings for TimeLimiterSettings {
+    type Config = TimeLimiterConfig;
+
+    fn build(&self) -> Result<TimeLimiterConfig, ConfigError> {
+        let mut b = TimeLimiterConfig::builder();
+        if let Some(base) = base_of(&self.base_config) {
+            b = b.base(base);
+        }
+        if let Some(Dur(d)) = self.timeout_duration {
+            b = b.timeout_duration(d);
+        }
+        if let Some(cancel) = self.cancel_running_future {
+            b = b.cancel_running_future(cancel);
+        }
+        b.build()
+    }
+
+    fn keys_of(field: &'static str) -> &'static [&'static str] {
+        match field {
+            "base" => &["base_config"],
+            "timeout_duration" => &["timeout_duration"],
+            "cancel_running_future" => &["cancel_running_future"],
+            _ => &[],
+        }
+    }
+
+    fn set_keys(&self) -> Vec<&'static str> {
+        self.set()
+    }
+}
+
+settings! {
+    /// `[precedence]`: a number per aspect kind, lower runs first (outermost).
+    pub(crate) struct PrecedenceSettings ("the precedence table") {
+        bulkhead: i32,
+        rate_limiter: i32,
+        retry: i32,
+        circuit_breaker: i32,
+        time_limiter: i32,
+    }
+}
+
+/// `Deserialize` for each configuration type: its settings read as in a document, then built,
+/// so a configuration read through `serde` is validated as one built in code.
+macro_rules! deserialize_through {
+    ($config:ty, $settings:ty) => {
+        impl<'de> Deserialize<'de> for $config {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                <$settings>::deserialize(deserializer)?
+                    .build()
+                    .map_err(de::Error::custom)
+            }
+        }
+    };
+}
+
+deserialize_through!(BulkheadConfig, BulkheadSettings);
+deserialize_through!(RateLimiterConfig, RateLimiterSettings);
+deserialize_through!(RetryConfig, RetrySettings);
+deserialize_through!(CircuitBreakerConfig, CircuitBreakerSettings);
+deserialize_through!(TimeLimiterConfig, TimeLimiterSettings);
