@@ -25,6 +25,7 @@
 //! # }
 //! ```
 
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -34,8 +35,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use resilience_runtime::{
-    bulkhead, circuit_breaker, Bulkhead, BulkheadConfig, CallSite, CircuitBreaker,
-    CircuitBreakerConfig, ConfigError, Registry, Rejected, SlidingWindow,
+    bulkhead, circuit_breaker, Bulkhead, BulkheadConfig, CallSite, Changes, CircuitBreaker,
+    CircuitBreakerConfig, ConfigError, DocumentError, Registry, Rejected, SlidingWindow,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -98,9 +99,41 @@ pub fn configure(settings: &Settings) -> Result<(), ConfigError> {
             .record_rejections(false)
             .build()?,
     )?;
-    let latency_ms = u64::try_from(settings.downstream_latency.as_millis()).unwrap_or(u64::MAX);
-    DOWNSTREAM_LATENCY_MS.store(latency_ms, Ordering::Relaxed);
+    set_downstream_latency(settings.downstream_latency);
     Ok(())
+}
+
+/// Configures the global registry from a configuration file (such as
+/// `examples/config/incident.toml`, the incident's configuration: the same `orders` guards as
+/// [`configure`] with [`Settings::default`]) and sets the simulated downstream's latency.
+/// Call it again to reload the file: the instances are reconfigured in place.
+///
+/// ```
+/// use std::time::Duration;
+/// use resilience_examples::service::{configure_from_file, ORDERS};
+/// use resilience_runtime::Registry;
+///
+/// configure_from_file("config/incident.toml", Duration::from_millis(50))?;
+/// assert_eq!(Registry::global().bulkhead(ORDERS).max_allowed_concurrent_calls(), 80);
+/// # Ok::<(), resilience_runtime::DocumentError>(())
+/// ```
+///
+/// # Errors
+///
+/// A [`DocumentError`] naming the file, the line and the key of what it refuses; nothing is
+/// applied then.
+pub fn configure_from_file(
+    path: impl AsRef<Path>,
+    downstream_latency: Duration,
+) -> Result<Changes, DocumentError> {
+    let changes = Registry::global().load_file(path)?;
+    set_downstream_latency(downstream_latency);
+    Ok(changes)
+}
+
+fn set_downstream_latency(latency: Duration) {
+    let latency_ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX);
+    DOWNSTREAM_LATENCY_MS.store(latency_ms, Ordering::Relaxed);
 }
 
 /// The service's routes: `POST /orders` and `GET /resilience`.

@@ -653,3 +653,64 @@ mod never_panics {
         }
     }
 }
+
+/// The ```toml blocks of a Markdown text.
+fn toml_blocks(markdown: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in markdown.lines() {
+        match (&mut current, line.trim_start()) {
+            (None, "```toml") => current = Some(String::new()),
+            (Some(block), "```") => {
+                blocks.push(std::mem::take(block));
+                current = None;
+            }
+            (Some(block), _) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    blocks
+}
+
+const README: &str = include_str!("../../README.md");
+
+#[test]
+fn every_configuration_the_docs_show_or_ship_loads() {
+    let blocks = toml_blocks(README);
+    assert!(!blocks.is_empty(), "the README shows a configuration file");
+    for block in &blocks {
+        if let Err(e) = Registry::new().load_toml(block) {
+            panic!("README block refused: {e}\n{block}");
+        }
+    }
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/config");
+    let mut shipped = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            if let Err(e) = Registry::new().load_file(&path) {
+                panic!("{e}");
+            }
+            shipped += 1;
+        }
+    }
+    assert!(shipped >= 1);
+}
+
+#[test]
+fn the_errors_the_readme_shows_are_the_ones_its_file_gets() {
+    let file = &toml_blocks(README)[0];
+    let variants = [
+        file.replace("failure_rate_threshold = 50", "failure_rate_threshold = 0"),
+        file.replacen("max_concurrent_calls = 80", "maxConcurrentCalls = 80", 1),
+        format!("{file}record_exceptions = [\"IoError\"]\n"),
+    ];
+    for variant in variants {
+        let err = Registry::new().load_toml(&variant).unwrap_err();
+        let line = format!("config/resilience.toml:{err}");
+        assert!(README.contains(&line), "the README should show:\n{line}");
+    }
+}

@@ -3,8 +3,11 @@
 //! ```sh
 //! cargo run -p resilience-examples --bin orders-service -- --port 8080 \
 //!     --max-concurrent-calls 2 --max-wait-ms 0 --downstream-latency-ms 300
+//! cargo run -p resilience-examples --bin orders-service -- --config examples/config/incident.toml
 //! ```
 
+use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
@@ -19,6 +22,10 @@ struct Args {
     /// The port to listen on, on 127.0.0.1 (0: any free port).
     #[arg(long, default_value_t = 8080)]
     port: u16,
+    /// The guards' configuration file (TOML, Resilience4j's keys in snake_case), such as
+    /// examples/config/incident.toml; instead of the two flags below.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["max_concurrent_calls", "max_wait_ms"])]
+    config: Option<PathBuf>,
     /// The bulkhead's maximum number of concurrent orders.
     #[arg(long, default_value_t = 80)]
     max_concurrent_calls: u32,
@@ -30,14 +37,38 @@ struct Args {
     downstream_latency_ms: u64,
 }
 
-#[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> ExitCode {
     let args = Args::parse();
-    service::configure(&Settings {
-        max_concurrent_calls: args.max_concurrent_calls,
-        max_wait: Duration::from_millis(args.max_wait_ms),
-        downstream_latency: Duration::from_millis(args.downstream_latency_ms),
-    })?;
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    // Errors as their `Display` says them: a configuration error names the file, line and key.
+    match runtime.block_on(serve(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let downstream_latency = Duration::from_millis(args.downstream_latency_ms);
+    match &args.config {
+        Some(path) => {
+            let changes = service::configure_from_file(path, downstream_latency)?;
+            println!("configured from {}:\n{changes}", path.display());
+        }
+        None => service::configure(&Settings {
+            max_concurrent_calls: args.max_concurrent_calls,
+            max_wait: Duration::from_millis(args.max_wait_ms),
+            downstream_latency,
+        })?,
+    }
     // Guard names used by an annotation but never configured run on the default: say so.
     if let Err(report) = Registry::global().validate() {
         eprint!("warning: {report}");

@@ -3,6 +3,7 @@
 //! ```sh
 //! cargo run --release --bin overload-drill            # about 50 s
 //! cargo run --release --bin overload-drill -- --quick # about 13 s
+//! cargo run --release --bin overload-drill -- --config examples/config/incident.toml
 //! ```
 //!
 //! The drill logic lives in `resilience_examples::drill`; this binary parses flags, shows a
@@ -44,6 +45,10 @@ struct Args {
     /// Also write the results as JSON to PATH
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
+    /// Take the guards' numbers from the `orders` instances of a configuration file, such as
+    /// examples/config/incident.toml (the layouts still set precedence and what they compare)
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
 }
 
 fn parse_layout(text: &str) -> Result<Layout, String> {
@@ -226,6 +231,13 @@ fn main() -> ExitCode {
     config.seed = args.seed;
     if !args.layouts.is_empty() {
         config.layouts = args.layouts;
+    }
+    if let Some(path) = &args.config {
+        if let Err(e) = config.take_guards_from_file(path) {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+        println!("guards: the `orders` instances of {}", path.display());
     }
 
     print_parameters(&config);

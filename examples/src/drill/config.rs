@@ -1,14 +1,15 @@
 //! [`DrillConfig`]: the load, the downstream and the guards of one drill.
 
 use std::fmt;
+use std::path::Path;
 use std::time::Duration;
 
 use resilience_runtime::{
-    BulkheadConfig, CircuitBreakerConfig, ConfigError, RateLimiterConfig, RetryConfig,
+    BulkheadConfig, CircuitBreakerConfig, ConfigError, RateLimiterConfig, Registry, RetryConfig,
     SlidingWindow, TimeLimiterConfig,
 };
 
-use super::Layout;
+use super::{Layout, ORDERS};
 
 /// Everything a drill run depends on. [`Default`] follows the incident (about 500 callers, a
 /// bulkhead of 80 calls with a 500 ms wait, a breaker at 50 % over a count window of 100) with
@@ -234,6 +235,60 @@ impl DrillConfig {
             .build()
     }
 
+    /// Takes the numbers of the guards from the `orders` instances of a configuration file
+    /// (such as `examples/config/incident.toml`), as [`Registry::load_file`] reads it: the
+    /// bulkhead's size and wait, the breaker's threshold, count window, minimum calls, open
+    /// wait and probes, the rate limiter's rate, the retry's attempts and first wait, the time
+    /// limiter's timeout. What the layouts compare (precedence, `fair_call_handling`,
+    /// `record_rejections`, `retry_on_rejection`) stays the layouts' to set.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use resilience_examples::drill::DrillConfig;
+    ///
+    /// let mut config = DrillConfig::quick();
+    /// config.take_guards_from_file("config/incident.toml")?;
+    /// assert_eq!(config.bulkhead_max_concurrent_calls, 80);
+    /// assert_eq!(config.time_limiter_timeout, Duration::from_millis(300));
+    /// # Ok::<(), resilience_examples::drill::DrillConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`DrillConfigError::Document`] if the file is refused (its message says where and why),
+    /// or its breaker's window is time-based (the drill's is count-based).
+    pub fn take_guards_from_file(
+        &mut self,
+        path: impl AsRef<Path>,
+    ) -> Result<(), DrillConfigError> {
+        let document = |e: &dyn fmt::Display| DrillConfigError::Document(e.to_string());
+        let registry = Registry::new();
+        registry.load_file(path).map_err(|e| document(&e))?;
+        let bulkhead = registry.bulkhead_config(ORDERS);
+        self.bulkhead_max_concurrent_calls = bulkhead.max_concurrent_calls();
+        self.bulkhead_max_wait = bulkhead.max_wait_duration();
+        let breaker = registry.circuit_breaker_config(ORDERS);
+        self.breaker_failure_rate_threshold = breaker.failure_rate_threshold();
+        self.breaker_window = match breaker.sliding_window() {
+            SlidingWindow::CountBased(calls) => calls,
+            SlidingWindow::TimeBased(_) => {
+                return Err(document(&"the drill's breaker window is count-based: set `sliding_window_type = \"count_based\"` for `circuit_breaker.instances.orders`"));
+            }
+        };
+        self.breaker_minimum_calls = breaker.minimum_number_of_calls();
+        self.breaker_open_wait = breaker.wait_duration_in_open_state();
+        self.breaker_half_open_calls = breaker.permitted_calls_in_half_open_state();
+        let limiter = registry.rate_limiter_config(ORDERS);
+        let per_second =
+            f64::from(limiter.limit_for_period()) / limiter.limit_refresh_period().as_secs_f64();
+        self.rate_limit_per_second = per_second.round().clamp(1.0, f64::from(u32::MAX)) as u32;
+        let retry = registry.retry_config(ORDERS);
+        self.retry_max_attempts = retry.max_attempts();
+        self.retry_wait = retry.wait_duration();
+        self.time_limiter_timeout = registry.time_limiter_config(ORDERS).timeout_duration();
+        Ok(())
+    }
+
     /// The worker threads to start.
     pub(crate) fn threads(&self) -> usize {
         if self.worker_threads > 0 {
@@ -256,6 +311,9 @@ pub enum DrillConfigError {
     },
     /// The runtime refused a guard configuration built from the drill's numbers.
     Guard(ConfigError),
+    /// A configuration file was refused (see [`DrillConfig::take_guards_from_file`]): the
+    /// message says where and why.
+    Document(String),
 }
 
 impl From<ConfigError> for DrillConfigError {
@@ -269,6 +327,7 @@ impl fmt::Display for DrillConfigError {
         match self {
             DrillConfigError::Field { field, reason } => write!(f, "invalid `{field}`: {reason}"),
             DrillConfigError::Guard(e) => write!(f, "guard configuration refused: {e}"),
+            DrillConfigError::Document(e) => write!(f, "configuration file refused: {e}"),
         }
     }
 }
