@@ -27,10 +27,12 @@ mod subscribers;
 mod sync;
 pub mod time_limiter;
 mod timer;
+#[cfg(feature = "tracing")]
+mod trace;
 
 pub use aspect::Aspect;
 pub use bulkhead::{
-    Bulkhead, BulkheadConfig, BulkheadConfigBuilder, BulkheadMetrics, BulkheadPermit,
+    Bulkhead, BulkheadConfig, BulkheadConfigBuilder, BulkheadEvent, BulkheadMetrics, BulkheadPermit,
 };
 pub use call::Entered;
 pub use call_site::{CallSite, UnconfiguredGuard, Validation};

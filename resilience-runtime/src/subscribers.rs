@@ -18,12 +18,27 @@ pub struct SubscriptionId(u64);
 /// A subscriber callback.
 pub(crate) type Callback<E> = Arc<dyn Fn(&E) + Send + Sync>;
 
-/// The callbacks of one guard. Reading the list is lock-free; `any` lets the hot path skip
-/// events with one relaxed load. (Plain std types: subscribing is not part of what the loom
-/// models check.)
+/// Which events a callback hears.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Interest {
+    /// Every event, the one of each call included (a breaker's `Success`, a rate limiter's
+    /// `SuccessfulAcquire`): gathering those costs the hot path.
+    Every,
+    /// The rare ones only: transitions, rejections, time-outs, retries. A guard gathers no
+    /// event of an ordinary call for such a callback (the tracing forwarder is one), so it
+    /// costs nothing on the path of a call that changes nothing.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    Rare,
+}
+
+/// The callbacks of one guard. Reading the list is lock-free; `any` and `per_call` let the
+/// hot path skip events with one relaxed load. (Plain std types: subscribing is not part of
+/// what the loom models check.)
 pub(crate) struct Subscribers<E> {
     any: AtomicBool,
-    list: ArcSwap<Vec<(SubscriptionId, Callback<E>)>>,
+    /// Whether a callback wants the events of every call ([`Interest::Every`]).
+    per_call: AtomicBool,
+    list: ArcSwap<Vec<(SubscriptionId, Interest, Callback<E>)>>,
     /// Serialises subscribe and unsubscribe, so that `any` follows the list.
     writer: Mutex<u64>,
 }
@@ -32,6 +47,7 @@ impl<E> Subscribers<E> {
     pub(crate) fn new() -> Self {
         Subscribers {
             any: AtomicBool::new(false),
+            per_call: AtomicBool::new(false),
             list: ArcSwap::from_pointee(Vec::new()),
             writer: Mutex::new(0),
         }
@@ -43,14 +59,26 @@ impl<E> Subscribers<E> {
         self.any.load(Ordering::Relaxed)
     }
 
+    /// Whether the events of every call should be gathered (see [`Interest`]).
+    #[inline]
+    pub(crate) fn per_call(&self) -> bool {
+        self.per_call.load(Ordering::Relaxed)
+    }
+
+    /// Adds a callback for every event.
     pub(crate) fn add(&self, callback: Callback<E>) -> SubscriptionId {
+        self.add_with(Interest::Every, callback)
+    }
+
+    /// Adds a callback for the events of `interest`. A [`Interest::Rare`] callback still hears
+    /// the events of every call while another callback asks for them: it ignores them.
+    pub(crate) fn add_with(&self, interest: Interest, callback: Callback<E>) -> SubscriptionId {
         let mut last_id = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         *last_id += 1;
         let id = SubscriptionId(*last_id);
         let mut list = Vec::clone(&self.list.load());
-        list.push((id, callback));
-        self.list.store(Arc::new(list));
-        self.any.store(true, Ordering::Relaxed);
+        list.push((id, interest, callback));
+        self.publish(list);
         id
     }
 
@@ -58,11 +86,19 @@ impl<E> Subscribers<E> {
         let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let mut list = Vec::clone(&self.list.load());
         let before = list.len();
-        list.retain(|(other, _)| *other != id);
+        list.retain(|(other, _, _)| *other != id);
         let removed = list.len() != before;
-        self.any.store(!list.is_empty(), Ordering::Relaxed);
-        self.list.store(Arc::new(list));
+        self.publish(list);
         removed
+    }
+
+    /// Installs `list` and the flags that follow from it; called with `writer` held.
+    fn publish(&self, list: Vec<(SubscriptionId, Interest, Callback<E>)>) {
+        let per_call = list.iter().any(|(_, i, _)| *i == Interest::Every);
+        let any = !list.is_empty();
+        self.list.store(Arc::new(list));
+        self.any.store(any, Ordering::Relaxed);
+        self.per_call.store(per_call, Ordering::Relaxed);
     }
 
     /// Delivers `events` to every callback, in order. Call it with no lock held, once the
@@ -77,7 +113,7 @@ impl<E> Subscribers<E> {
         let list = self.list.load_full();
         let mut first_panic = None;
         for event in events {
-            for (_, callback) in list.iter() {
+            for (_, _, callback) in list.iter() {
                 if let Err(panic) = panic::catch_unwind(AssertUnwindSafe(|| callback(&event))) {
                     first_panic.get_or_insert(panic);
                 }
@@ -96,5 +132,23 @@ impl<E> fmt::Debug for Subscribers<E> {
         f.debug_struct("Subscribers")
             .field("count", &self.list.load().len())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_callback_for_every_event_asks_for_the_events_of_every_call() {
+        let subscribers: Subscribers<u32> = Subscribers::new();
+        let rare = subscribers.add_with(Interest::Rare, Arc::new(|_| {}));
+        assert!(subscribers.any() && !subscribers.per_call());
+        let every = subscribers.add(Arc::new(|_| {}));
+        assert!(subscribers.per_call());
+        assert!(subscribers.remove(every));
+        assert!(subscribers.any() && !subscribers.per_call());
+        assert!(subscribers.remove(rare));
+        assert!(!subscribers.any());
     }
 }

@@ -10,6 +10,7 @@
 //! instance's.
 
 mod config;
+mod events;
 mod semaphore;
 mod wait_list;
 
@@ -17,16 +18,19 @@ mod wait_list;
 mod tests;
 
 pub use config::{BulkheadConfig, BulkheadConfigBuilder, MAX_CONCURRENT_CALLS_LIMIT};
+pub use events::BulkheadEvent;
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use crate::clock::Clock;
 use crate::error::Rejected;
 use crate::name::Name;
+use crate::subscribers::{Interest, Subscribers, SubscriptionId};
 use crate::sync::{lock, AtomicU64, Mutex, Ordering};
 
 use semaphore::{Semaphore, Waking};
@@ -96,6 +100,7 @@ pub struct Bulkhead {
     /// The [`Wait`] of the configuration, encoded by [`Wait::to_nanos`].
     wait: AtomicU64,
     semaphore: Semaphore,
+    subscribers: Subscribers<BulkheadEvent>,
 }
 
 /// How long a caller who finds no free permit waits.
@@ -161,6 +166,7 @@ impl Bulkhead {
             semaphore: Semaphore::new(config.max_concurrent_calls(), config.fair_call_handling()),
             config: Mutex::new(config),
             clock,
+            subscribers: Subscribers::new(),
         }
     }
 
@@ -418,9 +424,41 @@ impl Bulkhead {
         BulkheadPermit { bulkhead: self }
     }
 
+    /// Calls `callback` with every event of this bulkhead (its refusals), on the thread of the
+    /// refused call. A callback that panics does not keep the event from the others; the panic
+    /// is then resumed on that thread (unless it is already panicking).
+    pub fn subscribe(
+        &self,
+        callback: impl Fn(&BulkheadEvent) + Send + Sync + 'static,
+    ) -> SubscriptionId {
+        self.subscribers.add(Arc::new(callback))
+    }
+
+    /// Like [`subscribe`](Self::subscribe), for the events of `interest`.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(crate) fn subscribe_with(
+        &self,
+        interest: Interest,
+        callback: impl Fn(&BulkheadEvent) + Send + Sync + 'static,
+    ) -> SubscriptionId {
+        self.subscribers.add_with(interest, Arc::new(callback))
+    }
+
+    /// Removes a callback added by [`subscribe`](Self::subscribe); `false` if it was not
+    /// subscribed.
+    pub fn unsubscribe(&self, id: SubscriptionId) -> bool {
+        self.subscribers.remove(id)
+    }
+
     #[cold]
     fn reject(&self, waited: Duration) -> Rejected {
         self.semaphore.count_rejected();
+        if self.subscribers.any() {
+            self.subscribers.deliver([BulkheadEvent::CallRejected {
+                name: self.name.clone(),
+                waited,
+            }]);
+        }
         Rejected::BulkheadFull {
             name: self.name.clone(),
             waited,

@@ -325,8 +325,13 @@ impl Shared {
             }
         };
         if let Some((totals, rates)) = exceeded {
-            self.trip(epoch, totals, rates, event());
-        } else if self.subscribers.any() {
+            self.trip(
+                epoch,
+                totals,
+                rates,
+                self.subscribers.per_call().then(event),
+            );
+        } else if self.subscribers.per_call() {
             let mut events = EventBuf::new(true);
             events.push(event());
             events.deliver(&self.subscribers, &self.name);
@@ -337,10 +342,12 @@ impl Shared {
     /// totals after that record) reach its threshold (`rates`: which ones), unless a transition
     /// came first.
     #[cold]
-    fn trip(self: &Arc<Self>, epoch: u64, totals: Totals, rates: (bool, bool), event: Ev) {
+    fn trip(self: &Arc<Self>, epoch: u64, totals: Totals, rates: (bool, bool), event: Option<Ev>) {
         let now = self.clock.now_nanos();
         let mut fx = Effects::new(self);
-        fx.events.push(event);
+        if let Some(event) = event {
+            fx.events.push(event);
+        }
         {
             let mut core = lock(&self.core);
             self.observe_time(&mut core, now, false, &mut fx);
@@ -403,17 +410,19 @@ impl Shared {
                     debug_assert!(core.probes_issued > 0, "a probe given back twice");
                     core.probes_issued = core.probes_issued.saturating_sub(1);
                 }
-                if finish == Finish::Ignored {
+                if finish == Finish::Ignored && self.subscribers.per_call() {
                     fx.events.push(Ev::Ignored(elapsed_duration));
                 }
                 return;
             }
         };
-        fx.events.push(if failed {
-            Ev::Error(elapsed_duration)
-        } else {
-            Ev::Success(elapsed_duration)
-        });
+        if self.subscribers.per_call() {
+            fx.events.push(if failed {
+                Ev::Error(elapsed_duration)
+            } else {
+                Ev::Success(elapsed_duration)
+            });
+        }
         let outcome = Outcome::new(failed, self.is_slow(elapsed));
         match core.state {
             CircuitState::Closed | CircuitState::MetricsOnly => {

@@ -476,7 +476,7 @@ impl CircuitBreaker {
     fn timed_permit(&self, epoch: u64, kind: PermitKind) -> CircuitPermit<'_> {
         let shared = &self.shared;
         // Events carry precise durations; otherwise the call is timed only as its rules need.
-        let reading = if shared.subscribers.any() {
+        let reading = if shared.subscribers.per_call() {
             Reading::Precise
         } else {
             shared.call_reading.load()
@@ -611,6 +611,18 @@ impl CircuitBreaker {
         callback: impl Fn(&CircuitBreakerEvent) + Send + Sync + 'static,
     ) -> SubscriptionId {
         self.shared.subscribers.add(Arc::new(callback))
+    }
+
+    /// Like [`subscribe`](Self::subscribe), for the events of `interest`.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(crate) fn subscribe_with(
+        &self,
+        interest: crate::subscribers::Interest,
+        callback: impl Fn(&CircuitBreakerEvent) + Send + Sync + 'static,
+    ) -> SubscriptionId {
+        self.shared
+            .subscribers
+            .add_with(interest, Arc::new(callback))
     }
 
     /// Removes a callback added by [`subscribe`](Self::subscribe); `false` if it was not

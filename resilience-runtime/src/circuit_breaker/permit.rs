@@ -119,7 +119,7 @@ impl CircuitPermit<'_> {
             | (PermitKind::Closed | PermitKind::Recorded, Finish::GiveBack) => {}
             // Only an event to emit, and nobody listens.
             (PermitKind::Closed | PermitKind::Recorded, Finish::Ignored)
-                if !this.shared.subscribers.any() => {}
+                if !this.shared.subscribers.per_call() => {}
             (PermitKind::Closed, Finish::Success | Finish::Failure) => {
                 let failed = finish == Finish::Failure;
                 this.shared

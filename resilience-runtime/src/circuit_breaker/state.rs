@@ -27,6 +27,20 @@ pub enum CircuitState {
 }
 
 impl CircuitState {
+    /// The state as a label: `closed`, `open`, `half_open`, `disabled`, `forced_open`,
+    /// `metrics_only` (Resilience4j's `state` tag values; the [`Display`](std::fmt::Display)
+    /// form is for people).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CircuitState::Closed => "closed",
+            CircuitState::Open => "open",
+            CircuitState::HalfOpen => "half_open",
+            CircuitState::Disabled => "disabled",
+            CircuitState::ForcedOpen => "forced_open",
+            CircuitState::MetricsOnly => "metrics_only",
+        }
+    }
+
     /// Whether every call is refused in this state (open or forced open). A half-open breaker
     /// refuses calls only once its probes are taken.
     pub fn refuses_calls(self) -> bool {

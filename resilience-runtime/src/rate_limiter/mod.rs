@@ -399,6 +399,16 @@ impl RateLimiter {
         self.subscribers.add(Arc::new(callback))
     }
 
+    /// Like [`subscribe`](Self::subscribe), for the events of `interest`.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(crate) fn subscribe_with(
+        &self,
+        interest: crate::subscribers::Interest,
+        callback: impl Fn(&RateLimiterEvent) + Send + Sync + 'static,
+    ) -> SubscriptionId {
+        self.subscribers.add_with(interest, Arc::new(callback))
+    }
+
     /// Removes a callback added by [`subscribe`](Self::subscribe); `false` if it was not
     /// subscribed.
     pub fn unsubscribe(&self, id: SubscriptionId) -> bool {
@@ -407,7 +417,7 @@ impl RateLimiter {
 
     #[inline]
     fn granted(&self, waited: Duration) {
-        if self.subscribers.any() {
+        if self.subscribers.per_call() {
             self.deliver(RateLimiterEvent::SuccessfulAcquire {
                 name: self.name.clone(),
                 waited,

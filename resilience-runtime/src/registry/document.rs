@@ -55,11 +55,25 @@ impl Registry {
             // Everything is resolved: from here on nothing fails.
             let mut changes = Vec::new();
             let mut pending = Pending::new();
-            commit::<Bulkhead>(state, clock, bulkheads, &mut changes, &mut pending);
-            commit::<RateLimiter>(state, clock, rate_limiters, &mut changes, &mut pending);
-            commit::<Retry>(state, clock, retries, &mut changes, &mut pending);
-            commit::<CircuitBreaker>(state, clock, breakers, &mut changes, &mut pending);
-            commit::<TimeLimiter>(state, clock, time_limiters, &mut changes, &mut pending);
+            commit::<Bulkhead>(self, state, clock, bulkheads, &mut changes, &mut pending);
+            commit::<RateLimiter>(
+                self,
+                state,
+                clock,
+                rate_limiters,
+                &mut changes,
+                &mut pending,
+            );
+            commit::<Retry>(self, state, clock, retries, &mut changes, &mut pending);
+            commit::<CircuitBreaker>(self, state, clock, breakers, &mut changes, &mut pending);
+            commit::<TimeLimiter>(
+                self,
+                state,
+                clock,
+                time_limiters,
+                &mut changes,
+                &mut pending,
+            );
             for aspect in Aspect::ALL {
                 if precedence.of(aspect) != state.precedence.of(aspect) {
                     changes.push(Change {
@@ -224,6 +238,7 @@ fn prepare<I: Registered, S: Settings<Config = I::Config>>(
 
 /// Installs one kind's prepared section and records what changed.
 fn commit<I: Registered>(
+    registry: &Registry,
     state: &mut State,
     clock: &crate::clock::Clock,
     prepared: Prepared<I::Config>,
@@ -239,7 +254,7 @@ fn commit<I: Registered>(
             kind: *change,
         });
     }
-    pending.extend(I::table_mut(state).commit(prepared, |n, c| I::make(n, c, clock)));
+    pending.extend(I::table_mut(state).commit(prepared, |n, c| registry.made::<I>(n, c, clock)));
 }
 
 /// The precedence table a document gives, and the aspects it sets.

@@ -94,6 +94,10 @@ pub struct Registry {
     /// included; `state`'s write lock is held only while the tables change (see
     /// [`Registry::change`]).
     changing: Mutex<()>,
+    /// Whether [`trace_events`](Registry::trace_events) was called: every instance created
+    /// since forwards its events. Read and written under `state`'s write lock.
+    #[cfg(feature = "tracing")]
+    traced: std::sync::atomic::AtomicBool,
 }
 
 struct State {
@@ -120,6 +124,9 @@ trait Registered: Instance + Sized {
     fn table(state: &State) -> &Kind<Self::Config, Self>;
     fn table_mut(state: &mut State) -> &mut Kind<Self::Config, Self>;
     fn make(name: Name, config: Self::Config, clock: &Clock) -> Self;
+    /// Forwards the instance's events to `tracing`.
+    #[cfg(feature = "tracing")]
+    fn forward_events(&self);
 }
 
 static GLOBAL: Lazy<Registry> = Lazy::new(Registry::new);
@@ -149,6 +156,8 @@ impl Registry {
                 reentrancy_from_document: false,
             }),
             changing: Mutex::new(()),
+            #[cfg(feature = "tracing")]
+            traced: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -225,21 +234,32 @@ impl Registry {
         }
         let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
         let clock = &self.clock;
-        I::table_mut(&mut state).get_or_create(name, |n, c| I::make(n, c, clock))
+        I::table_mut(&mut state).get_or_create(name, |n, c| self.made::<I>(n, c, clock))
     }
 
     /// Installs `config` for `name` (see the named methods).
     fn configure<I: Registered>(&self, name: Name, config: I::Config) -> Result<(), ConfigError> {
         self.change(|state, clock| {
-            I::table_mut(state).configure(name, config, |n, c| I::make(n, c, clock))
+            I::table_mut(state).configure(name, config, |n, c| self.made::<I>(n, c, clock))
         })
     }
 
     /// Replaces the default configuration of a kind (see the named methods).
     fn configure_default<I: Registered>(&self, config: I::Config) -> Result<(), ConfigError> {
         self.change(|state, clock| {
-            I::table_mut(state).configure_default(config, |n, c| I::make(n, c, clock))
+            I::table_mut(state).configure_default(config, |n, c| self.made::<I>(n, c, clock))
         })
+    }
+
+    /// A new instance of kind `I`, forwarding its events to `tracing` if
+    /// [`trace_events`](Self::trace_events) was called. Called under `state`'s write lock.
+    fn made<I: Registered>(&self, name: Name, config: I::Config, clock: &Clock) -> I {
+        let instance = I::make(name, config, clock);
+        #[cfg(feature = "tracing")]
+        if self.traced.load(Ordering::Relaxed) {
+            instance.forward_events();
+        }
+        instance
     }
 
     fn instances<I: Registered>(&self) -> Vec<Arc<I>> {
@@ -617,6 +637,47 @@ impl Registry {
             .collect()
     }
 
+    // ----- events -----
+
+    /// Forwards the rare events of every guard of this registry, those that exist and those
+    /// created later, to [`tracing`](https://docs.rs/tracing) (target `resilience`): a breaker
+    /// opening at `WARN`, its other transitions at `INFO`, a single rejection, retry or time-out
+    /// at `DEBUG` (so an overload does not flood the logs). Each event carries the fields
+    /// `aspect` and `name`, and its own (`from`, `to`, `waited_ms`, `retry_after_ms`,
+    /// `attempt`, `wait_ms`, `timeout_ms`, `failure_rate`, …). Calling it again does nothing.
+    ///
+    /// It costs nothing on the path of an ordinary call: a guard gathers no event of a call
+    /// that changes nothing for it (a closed breaker's record reads no precise clock).
+    ///
+    /// ```
+    /// use resilience_runtime::Registry;
+    ///
+    /// let registry = Registry::new();
+    /// registry.trace_events();
+    /// // With a `tracing` subscriber installed, this logs at WARN:
+    /// // circuit breaker `orders` is open (was closed): calls are refused
+    /// registry.circuit_breaker("orders").transition_to_open_state()?;
+    /// # Ok::<(), resilience_runtime::IllegalStateTransition>(())
+    /// ```
+    #[cfg(feature = "tracing")]
+    pub fn trace_events(&self) {
+        let _changing = self.changing.lock().unwrap_or_else(PoisonError::into_inner);
+        let state = self.state.write().unwrap_or_else(PoisonError::into_inner);
+        if self.traced.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        fn forward<I: Registered>(state: &State) {
+            for instance in I::table(state).all() {
+                instance.forward_events();
+            }
+        }
+        forward::<Bulkhead>(&state);
+        forward::<RateLimiter>(&state);
+        forward::<Retry>(&state);
+        forward::<CircuitBreaker>(&state);
+        forward::<TimeLimiter>(&state);
+    }
+
     // ----- plans -----
 
     /// Resolves `guards` to this registry's instances and sorts them by precedence: the
@@ -718,6 +779,10 @@ macro_rules! registered {
             }
             fn make(name: Name, config: $config, clock: &Clock) -> Self {
                 $instance::with_clock(name, config, clock.clone())
+            }
+            #[cfg(feature = "tracing")]
+            fn forward_events(&self) {
+                crate::trace::Forward::forward_events(self);
             }
         }
     };

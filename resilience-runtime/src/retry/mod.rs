@@ -145,6 +145,16 @@ impl Retry {
         self.subscribers.add(Arc::new(callback))
     }
 
+    /// Like [`subscribe`](Self::subscribe), for the events of `interest`.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(crate) fn subscribe_with(
+        &self,
+        interest: crate::subscribers::Interest,
+        callback: impl Fn(&RetryEvent) + Send + Sync + 'static,
+    ) -> SubscriptionId {
+        self.subscribers.add_with(interest, Arc::new(callback))
+    }
+
     /// Removes a callback added by [`subscribe`](Self::subscribe); `false` if it was not
     /// subscribed.
     pub fn unsubscribe(&self, id: SubscriptionId) -> bool {

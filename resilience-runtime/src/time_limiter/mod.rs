@@ -147,6 +147,16 @@ impl TimeLimiter {
         self.subscribers.add(Arc::new(callback))
     }
 
+    /// Like [`subscribe`](Self::subscribe), for the events of `interest`.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(crate) fn subscribe_with(
+        &self,
+        interest: crate::subscribers::Interest,
+        callback: impl Fn(&TimeLimiterEvent) + Send + Sync + 'static,
+    ) -> SubscriptionId {
+        self.subscribers.add_with(interest, Arc::new(callback))
+    }
+
     /// Removes a callback added by [`subscribe`](Self::subscribe); `false` if it was not
     /// subscribed.
     pub fn unsubscribe(&self, id: SubscriptionId) -> bool {
@@ -162,7 +172,7 @@ impl TimeLimiter {
             &self.failed
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        if self.subscribers.any() {
+        if self.subscribers.per_call() {
             let name = self.name.clone();
             self.subscribers.deliver([if succeeded {
                 TimeLimiterEvent::Success { name }
