@@ -7,6 +7,8 @@
 //!   a refusal answers `503 Service Unavailable` with `Retry-After` and a JSON body (the
 //!   runtime's mapping, feature `axum`); an invalid order answers `422 Unprocessable Entity`
 //!   before it reaches the guards.
+//! - `GET /metrics` answers every guard's metrics in Prometheus's text format
+//!   (`resilience_circuitbreaker_state{name="orders",state="closed"} 1`, …).
 //! - `GET /resilience` answers the state of the registry: every guard instance (kind, name,
 //!   state, metrics, configuration), the registered call sites and the precedence (see
 //!   [`resilience_report`]).
@@ -27,13 +29,16 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use axum::extract::rejection::JsonRejection;
+use axum::http::header::CONTENT_TYPE;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use resilience_runtime::{
     bulkhead, circuit_breaker, Bulkhead, BulkheadConfig, CallSite, Changes, CircuitBreaker,
     CircuitBreakerConfig, ConfigError, DocumentError, Registry, Rejected, SlidingWindow,
@@ -136,11 +141,36 @@ fn set_downstream_latency(latency: Duration) {
     DOWNSTREAM_LATENCY_MS.store(latency_ms, Ordering::Relaxed);
 }
 
-/// The service's routes: `POST /orders` and `GET /resilience`.
+/// The service's routes: `POST /orders`, `GET /resilience` and `GET /metrics`.
 pub fn app() -> Router {
     Router::new()
         .route("/orders", post(post_order))
         .route("/resilience", get(get_resilience))
+        .route("/metrics", get(get_metrics))
+}
+
+/// `GET /metrics`: every guard's metrics in Prometheus's text format (Resilience4j's
+/// Micrometer names with the prefix `resilience`, see `Registry::record_metrics`), read from
+/// the guards when scraped. The `metrics` facade's Prometheus recorder is installed on the
+/// first scrape; if the process installed another recorder, the answer is `500`.
+async fn get_metrics() -> Response {
+    static PROMETHEUS: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+    let handle = PROMETHEUS.get_or_init(|| PrometheusBuilder::new().install_recorder().ok());
+    match handle {
+        Some(handle) => {
+            Registry::global().record_metrics();
+            (
+                [(CONTENT_TYPE, "text/plain; version=0.0.4")],
+                handle.render(),
+            )
+                .into_response()
+        }
+        None => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "another `metrics` recorder is installed in this process",
+        )
+            .into_response(),
+    }
 }
 
 /// An order as posted: `{"item": "book", "qty": 1}`.

@@ -26,14 +26,22 @@ static SERIAL: Mutex<()> = Mutex::const_new(());
 struct Before {
     permitted: u64,
     rejected: u64,
+    /// The breaker's calls by outcome since it was created (they only grow too).
+    successful: u64,
+    failed: u64,
+    not_permitted: u64,
 }
 
 async fn start(settings: Settings) -> (SocketAddr, Client, Before) {
     service::configure(&settings).expect("valid settings");
     let metrics = Registry::global().bulkhead(ORDERS).metrics();
+    let breaker = Registry::global().circuit_breaker(ORDERS).metrics();
     let before = Before {
         permitted: metrics.permitted_calls(),
         rejected: metrics.rejected_calls(),
+        successful: breaker.total_successful_calls(),
+        failed: breaker.total_failed_calls(),
+        not_permitted: breaker.total_not_permitted_calls(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -131,16 +139,44 @@ async fn a_full_bulkhead_answers_503_with_retry_after_and_the_breaker_stays_clos
         }));
     }
     until_bulkhead_full().await;
+    let mut late = Vec::new();
     for _ in 0..18 {
         let client = client.clone();
-        calls.push(tokio::spawn(async move {
+        late.push(tokio::spawn(async move {
             parts(post_order(&client, addr, order()).await).await
         }));
     }
+    let mut late_answers = Vec::new();
+    for call in late {
+        late_answers.push(call.await.expect("the client task"));
+    }
+    // Scraped during the overload: every refusal the clients have seen is counted.
+    let during = scrape(&client, addr).await;
+    let refused_so_far = late_answers
+        .iter()
+        .filter(|(status, _, _)| *status == StatusCode::SERVICE_UNAVAILABLE)
+        .count() as u64;
+    assert_eq!(
+        sample(
+            &during,
+            "resilience_bulkhead_calls",
+            &[("kind", "rejected")]
+        ) - before.rejected,
+        refused_so_far
+    );
+    assert_eq!(
+        sample(
+            &during,
+            "resilience_bulkhead_max_allowed_concurrent_calls",
+            &[]
+        ),
+        2
+    );
     let mut answers = Vec::new();
     for call in calls {
         answers.push(call.await.expect("the client task"));
     }
+    answers.extend(late_answers);
 
     let mut order_ids = HashSet::new();
     let mut rejected = 0u64;
@@ -226,6 +262,70 @@ async fn a_full_bulkhead_answers_503_with_retry_after_and_the_breaker_stays_clos
         ])
     );
     assert_eq!(report["precedence"][0], "bulkhead");
+
+    // GET /metrics, once the overload is over, counts what the clients saw.
+    let after = scrape(&client, addr).await;
+    let breaker_calls = |kind| sample(&after, "resilience_circuitbreaker_calls", &[("kind", kind)]);
+    assert_eq!(breaker_calls("successful") - before.successful, admitted);
+    assert_eq!(breaker_calls("failed") - before.failed, 0);
+    assert_eq!(breaker_calls("not_permitted") - before.not_permitted, 0);
+    assert_eq!(
+        sample(&after, "resilience_bulkhead_calls", &[("kind", "rejected")]) - before.rejected,
+        rejected
+    );
+    assert_eq!(
+        sample(
+            &after,
+            "resilience_bulkhead_calls",
+            &[("kind", "permitted")]
+        ) - before.permitted,
+        admitted
+    );
+    assert_eq!(
+        sample(
+            &after,
+            "resilience_circuitbreaker_state",
+            &[("state", "closed")]
+        ),
+        1
+    );
+    assert_eq!(
+        sample(
+            &after,
+            "resilience_circuitbreaker_state",
+            &[("state", "open")]
+        ),
+        0
+    );
+}
+
+/// `GET /metrics` as text.
+async fn scrape(client: &Client, addr: SocketAddr) -> String {
+    let response = client
+        .get(format!("http://{addr}/metrics"))
+        .send()
+        .await
+        .expect("GET /metrics answers");
+    assert_eq!(response.status(), StatusCode::OK);
+    response.text().await.expect("a text body")
+}
+
+/// The value of the sample of `metric` for the `orders` instance with `labels`, in a
+/// Prometheus text exposition.
+fn sample(text: &str, metric: &str, labels: &[(&str, &str)]) -> u64 {
+    let wanted: Vec<String> = std::iter::once(format!("name=\"{ORDERS}\""))
+        .chain(labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")))
+        .collect();
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .find_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let (name, rest) = series.split_once('{')?;
+            let labels: Vec<&str> = rest.trim_end_matches('}').split(',').collect();
+            (name == metric && wanted.iter().all(|w| labels.contains(&w.as_str())))
+                .then(|| value.parse::<f64>().expect("a number") as u64)
+        })
+        .unwrap_or_else(|| panic!("no sample of {metric} {labels:?} in:\n{text}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

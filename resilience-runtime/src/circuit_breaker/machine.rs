@@ -216,7 +216,10 @@ impl Shared {
                 core.probes_issued = 0;
                 core.probes = Totals::default();
                 core.metrics_from_probes = true;
-                self.not_permitted.store(0, Ordering::Relaxed);
+                self.not_permitted_at_clear.store(
+                    self.not_permitted.load(Ordering::Relaxed),
+                    Ordering::Relaxed,
+                );
                 let max_wait = core.config.max_wait_duration_in_half_open_state();
                 if !max_wait.is_zero() {
                     core.deadline = deadline_after(now, max_wait);
@@ -253,7 +256,10 @@ impl Shared {
         core.probes = Totals::default();
         core.metrics_from_probes = false;
         core.rate_exceeded = false;
-        self.not_permitted.store(0, Ordering::Relaxed);
+        self.not_permitted_at_clear.store(
+            self.not_permitted.load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
     }
 
     /// The time of the window for an operation that read `end` with `reading`: `end` itself
@@ -301,6 +307,7 @@ impl Shared {
                 return;
             }
             recorder.window.record(outcome, window_now);
+            recorder.recorded[usize::from(failed)] += 1;
             let totals = recorder.window.totals(window_now);
             // Thresholds are above zero: no failed or slow call, no rate reached.
             let exceeded = if totals.calls >= recorder.minimum_calls
@@ -410,8 +417,11 @@ impl Shared {
                     debug_assert!(core.probes_issued > 0, "a probe given back twice");
                     core.probes_issued = core.probes_issued.saturating_sub(1);
                 }
-                if finish == Finish::Ignored && self.subscribers.per_call() {
-                    fx.events.push(Ev::Ignored(elapsed_duration));
+                if finish == Finish::Ignored {
+                    self.ignored.fetch_add(1, Ordering::Relaxed);
+                    if self.subscribers.per_call() {
+                        fx.events.push(Ev::Ignored(elapsed_duration));
+                    }
                 }
                 return;
             }
@@ -428,6 +438,7 @@ impl Shared {
             CircuitState::Closed | CircuitState::MetricsOnly => {
                 let mut window = self.window.lock();
                 window.window.record(outcome, window_now);
+                window.recorded[usize::from(failed)] += 1;
                 let totals = window.window.totals(window_now);
                 if totals.calls < window.minimum_calls {
                     return;
@@ -446,6 +457,7 @@ impl Shared {
             }
             CircuitState::HalfOpen => {
                 core.probes.add(outcome);
+                core.recorded_probes[usize::from(failed)] += 1;
                 let probes = core.config.permitted_calls_in_half_open_state();
                 if core.probes.calls < u64::from(probes) {
                     return;

@@ -32,10 +32,27 @@ pub struct CircuitBreakerMetrics {
     slow: u32,
     slow_failed: u32,
     not_permitted: u64,
+    totals: CallTotals,
+}
+
+/// The calls of a breaker since it was created, by outcome: counters that only grow (a
+/// transition, a reset or a reconfiguration keeps counting), as metrics exporters want them.
+/// Read from [`CircuitBreakerMetrics`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct CallTotals {
+    pub(crate) successful: u64,
+    pub(crate) failed: u64,
+    pub(crate) ignored: u64,
+    pub(crate) not_permitted: u64,
 }
 
 impl CircuitBreakerMetrics {
-    pub(crate) fn new(totals: Totals, minimum_calls: u64, not_permitted: u64) -> Self {
+    pub(crate) fn new(
+        totals: Totals,
+        minimum_calls: u64,
+        not_permitted: u64,
+        ever: CallTotals,
+    ) -> Self {
         let (failure_rate, slow_call_rate) = if totals.calls >= minimum_calls && totals.calls > 0 {
             (totals.failure_rate(), totals.slow_call_rate())
         } else {
@@ -50,6 +67,7 @@ impl CircuitBreakerMetrics {
             slow: clamp(totals.slow),
             slow_failed: clamp(totals.slow_failed),
             not_permitted,
+            totals: ever,
         }
     }
 
@@ -99,5 +117,37 @@ impl CircuitBreakerMetrics {
     /// The recorded calls (successful and failed).
     pub fn number_of_buffered_calls(&self) -> u32 {
         self.buffered
+    }
+
+    /// This snapshot without its totals since creation: what a fresh breaker would show.
+    #[cfg(test)]
+    pub(crate) fn window_only(mut self) -> Self {
+        self.totals = CallTotals::default();
+        self
+    }
+
+    /// The calls recorded as successes since the breaker was created. Unlike the counts above,
+    /// which are those of the current window, this one only grows: a transition, a reset or a
+    /// reconfiguration keeps counting (a metrics counter, `…_circuitbreaker_calls{kind="successful"}`).
+    pub fn total_successful_calls(&self) -> u64 {
+        self.totals.successful
+    }
+
+    /// The calls recorded as failures since the breaker was created (see
+    /// [`total_successful_calls`](Self::total_successful_calls)).
+    pub fn total_failed_calls(&self) -> u64 {
+        self.totals.failed
+    }
+
+    /// The calls that ended in an ignored error since the breaker was created (see
+    /// [`total_successful_calls`](Self::total_successful_calls)).
+    pub fn total_ignored_calls(&self) -> u64 {
+        self.totals.ignored
+    }
+
+    /// The calls refused with `CallNotPermitted` since the breaker was created (see
+    /// [`total_successful_calls`](Self::total_successful_calls)).
+    pub fn total_not_permitted_calls(&self) -> u64 {
+        self.totals.not_permitted
     }
 }

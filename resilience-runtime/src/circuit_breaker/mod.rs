@@ -85,6 +85,7 @@ pub use config::{
     CircuitBreakerConfig, CircuitBreakerConfigBuilder, OpenStateBackoff, SlidingWindow,
 };
 pub use events::{CircuitBreakerEvent, SubscriptionId};
+use metrics::CallTotals;
 pub use metrics::CircuitBreakerMetrics;
 pub use permit::CircuitPermit;
 pub use state::CircuitState;
@@ -203,8 +204,13 @@ struct Shared {
     packed: AtomicU64,
     /// A mirror of `core.deadline`, stored before `packed`.
     deadline: AtomicU64,
-    /// Calls refused since the current metrics started (counted without the lock).
+    /// Calls refused since the breaker was created (counted without the lock); the current
+    /// metrics count from `not_permitted_at_clear`, its value when they started.
     not_permitted: AtomicU64,
+    not_permitted_at_clear: AtomicU64,
+    /// Calls that ended in an error counting as neither success nor failure, since the breaker
+    /// was created.
+    ignored: AtomicU64,
     /// The state machine. Lock order: `core`, then `window`; never the reverse.
     core: Mutex<Core>,
     /// The sliding window, under its own short lock: a closed-state permit records into it
@@ -241,6 +247,9 @@ struct Core {
     probes_issued: u32,
     /// The outcomes of the probes of the current half-open epoch.
     probes: Totals,
+    /// The successful and failed probes since the breaker was created (see
+    /// `Recorder::recorded`, which counts the other recorded calls).
+    recorded_probes: [u64; 2],
     /// Whether the metrics are those of the probes (half-open, and open after half-open).
     metrics_from_probes: bool,
     /// Consecutive openings since the breaker was last closed.
@@ -254,6 +263,10 @@ struct Core {
 #[derive(Debug)]
 struct Recorder {
     window: Window,
+    /// The successful and failed calls recorded since the breaker was created: never cleared
+    /// (a transition, a reset and a reconfiguration keep counting), for metrics counters. Two
+    /// additions under the lock the record takes anyway.
+    recorded: [u64; 2],
     /// The epoch whose closed-state permits record on the fast path: the current epoch while
     /// the breaker is closed, `NO_EPOCH` otherwise. Set to an epoch only by a transition (under
     /// both locks); the fast path only ever sets it to `NO_EPOCH`, when its record made a rate
@@ -328,6 +341,7 @@ impl CircuitBreaker {
             deadline: NEVER,
             probes_issued: 0,
             probes: Totals::default(),
+            recorded_probes: [0; 2],
             metrics_from_probes: false,
             openings: 0,
             rate_exceeded: false,
@@ -344,9 +358,12 @@ impl CircuitBreaker {
             packed: AtomicU64::new(pack(0, CircuitState::Closed)),
             deadline: AtomicU64::new(NEVER),
             not_permitted: AtomicU64::new(0),
+            not_permitted_at_clear: AtomicU64::new(0),
+            ignored: AtomicU64::new(0),
             core: Mutex::new(core),
             window: SpinLock::new(Recorder {
                 window,
+                recorded: [0; 2],
                 recording_epoch: 0,
                 minimum_calls: derived.minimum_calls,
                 thresholds: derived.thresholds,
@@ -408,19 +425,28 @@ impl CircuitBreaker {
         let metrics = {
             let mut core = lock(&shared.core);
             shared.observe_time(&mut core, now, false, &mut fx);
+            // Under `core`: the window's reading cannot change until the window is read.
+            let window_now = shared.window_time(Reading::Precise, now);
+            let mut recorder = shared.window.lock();
             let (totals, minimum) = if core.metrics_from_probes {
                 let probes = core.config.permitted_calls_in_half_open_state();
                 (core.probes, u64::from(probes))
             } else {
-                // Under `core`: the window's reading cannot change until the window is read.
-                let window_now = shared.window_time(Reading::Precise, now);
-                let mut recorder = shared.window.lock();
                 (recorder.window.totals(window_now), recorder.minimum_calls)
             };
+            let not_permitted = shared.not_permitted.load(Ordering::Relaxed);
+            let at_clear = shared.not_permitted_at_clear.load(Ordering::Relaxed);
+            let recorded = |i: usize| recorder.recorded[i] + core.recorded_probes[i];
             CircuitBreakerMetrics::new(
                 totals,
                 minimum,
-                shared.not_permitted.load(Ordering::Relaxed),
+                not_permitted.saturating_sub(at_clear),
+                CallTotals {
+                    successful: recorded(0),
+                    failed: recorded(1),
+                    ignored: shared.ignored.load(Ordering::Relaxed),
+                    not_permitted,
+                },
             )
         };
         self.shared.after_unlock(&fx);

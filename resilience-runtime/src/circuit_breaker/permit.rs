@@ -119,7 +119,10 @@ impl CircuitPermit<'_> {
             | (PermitKind::Closed | PermitKind::Recorded, Finish::GiveBack) => {}
             // Only an event to emit, and nobody listens.
             (PermitKind::Closed | PermitKind::Recorded, Finish::Ignored)
-                if !this.shared.subscribers.per_call() => {}
+                if !this.shared.subscribers.per_call() =>
+            {
+                this.shared.ignored.fetch_add(1, Ordering::Relaxed);
+            }
             (PermitKind::Closed, Finish::Success | Finish::Failure) => {
                 let failed = finish == Finish::Failure;
                 this.shared

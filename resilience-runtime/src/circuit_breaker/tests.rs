@@ -1650,13 +1650,16 @@ fn reconfigure_closes_every_state_with_fresh_metrics_and_the_new_config() {
         let (cb, _) = breaker(small(4, 2));
         let held = fill(&cb, state);
         if state != CircuitState::Disabled {
-            assert_ne!(cb.metrics(), cb.with_config_for_test(new.clone()).metrics());
+            assert_ne!(
+                cb.metrics().window_only(),
+                cb.with_config_for_test(new.clone()).metrics()
+            );
         }
         cb.reconfigure(new.clone());
         assert_eq!(cb.state(), CircuitState::Closed, "from {state}");
         // What a fresh breaker of the new configuration would report.
         let fresh = cb.with_config_for_test(new.clone());
-        assert_eq!(cb.metrics(), fresh.metrics(), "from {state}");
+        assert_eq!(cb.metrics().window_only(), fresh.metrics(), "from {state}");
         assert_eq!(cb.metrics().number_of_not_permitted_calls(), 0);
         assert_eq!(cb.config(), new, "from {state}");
         drop(held); // a probe of the half-open state: given back to nobody
@@ -2178,4 +2181,47 @@ fn no_timer_without_a_runtime_or_with_a_manual_clock() {
     assert!(manual.shared.runtime.is_none());
     let system = CircuitBreaker::new("system", CircuitBreakerConfig::default());
     assert!(system.shared.runtime.is_some());
+}
+
+#[test]
+fn totals_since_creation_only_grow_through_transitions_resets_and_reconfiguration() {
+    let (cb, _) = breaker(small(4, 2));
+    for _ in 0..3 {
+        cb.try_acquire().unwrap().record_success();
+    }
+    cb.try_acquire().unwrap().record_failure();
+    cb.try_acquire().unwrap().record_ignored();
+    cb.transition_to_open_state().unwrap();
+    assert!(cb.try_acquire().is_err());
+    let before = cb.metrics();
+    assert_eq!(
+        (
+            before.total_successful_calls(),
+            before.total_failed_calls(),
+            before.total_ignored_calls(),
+            before.total_not_permitted_calls()
+        ),
+        (3, 1, 1, 1)
+    );
+    cb.transition_to_half_open_state().unwrap();
+    cb.try_acquire().unwrap().record_failure();
+    cb.reset();
+    cb.reconfigure(small(6, 1).build().unwrap());
+    let after = cb.metrics();
+    assert_eq!(
+        after.number_of_not_permitted_calls(),
+        0,
+        "the window starts over"
+    );
+    assert_eq!(after.number_of_buffered_calls(), 0);
+    assert_eq!(
+        (
+            after.total_successful_calls(),
+            after.total_failed_calls(),
+            after.total_ignored_calls(),
+            after.total_not_permitted_calls()
+        ),
+        (3, 2, 1, 1),
+        "the half-open probe counted; nothing was cleared"
+    );
 }

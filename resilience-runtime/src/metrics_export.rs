@@ -1,0 +1,207 @@
+//! The guards' metrics through the [`metrics`](https://docs.rs/metrics) facade
+//! ([`Registry::record_metrics`]): Resilience4j's Micrometer names and tags, read from the
+//! guards' own counters when the exporter is about to be scraped. Nothing is counted on the
+//! path of a call for it: the guards keep their counters anyway, and this reads them.
+
+use metrics::Label;
+
+use crate::circuit_breaker::CircuitState;
+use crate::registry::Registry;
+
+impl Registry {
+    /// Writes the metrics of every guard of this registry to the installed `metrics`
+    /// recorder, with the prefix `resilience` (see
+    /// [`record_metrics_with_prefix`](Self::record_metrics_with_prefix) for the names).
+    /// Call it where the metrics are read: in the handler that renders a Prometheus scrape,
+    /// or on an interval for an exporter that pushes.
+    ///
+    /// ```
+    /// use resilience_runtime::Registry;
+    ///
+    /// let registry = Registry::new();
+    /// let _ = registry.bulkhead("orders");
+    /// // With a recorder installed (metrics-exporter-prometheus, say), this sets
+    /// // resilience_bulkhead_available_concurrent_calls{name="orders"} 25, and the rest.
+    /// registry.record_metrics();
+    /// ```
+    pub fn record_metrics(&self) {
+        self.record_metrics_with_prefix("resilience");
+    }
+
+    /// [`record_metrics`](Self::record_metrics) with the names starting `{prefix}_`; with
+    /// `"resilience4j"` a dashboard made for Resilience4j's Micrometer metrics reads them as
+    /// they are. Every metric has the label `name` (the instance); counters count since the
+    /// guard was created and only grow.
+    ///
+    /// | metric | kind | other labels |
+    /// |---|---|---|
+    /// | `{prefix}_circuitbreaker_state` | gauge: 1 for the state the breaker is in, 0 for the others | `state`: `closed`, `open`, `half_open`, `forced_open`, `disabled`, `metrics_only` |
+    /// | `{prefix}_circuitbreaker_calls` | counter | `kind`: `successful`, `failed`, `ignored`, `not_permitted` |
+    /// | `{prefix}_circuitbreaker_failure_rate`, `…_slow_call_rate` | gauge, percent (−1 until the window holds its minimum of calls) | |
+    /// | `{prefix}_circuitbreaker_buffered_calls`, `…_slow_calls` | gauge: the calls in the window | `kind`: `successful`, `failed` |
+    /// | `{prefix}_bulkhead_available_concurrent_calls`, `…_max_allowed_concurrent_calls` | gauge | |
+    /// | `{prefix}_bulkhead_calls` | counter | `kind`: `permitted`, `rejected`, `finished` |
+    /// | `{prefix}_ratelimiter_available_permissions`, `…_waiting_threads` | gauge | |
+    /// | `{prefix}_ratelimiter_calls` | counter | `kind`: `successful`, `failed` |
+    /// | `{prefix}_retry_calls` | counter | `kind`: `successful_without_retry`, `successful_with_retry`, `failed_without_retry`, `failed_with_retry` |
+    /// | `{prefix}_timelimiter_calls` | counter | `kind`: `successful`, `failed`, `timeout` |
+    ///
+    /// Not exported: call durations (Resilience4j's timers), which would cost every call a
+    /// clock reading and a histogram update.
+    pub fn record_metrics_with_prefix(&self, prefix: &str) {
+        let metric = |name: &str| format!("{prefix}_{name}");
+        let named = |name: &str| vec![Label::new("name", name.to_owned())];
+        let with = |name: &str, key: &'static str, value: &'static str| {
+            vec![Label::new("name", name.to_owned()), Label::new(key, value)]
+        };
+        let gauge = |name: &str, labels: Vec<Label>, value: f64| {
+            metrics::gauge!(metric(name), labels).set(value);
+        };
+        let counter = |name: &str, labels: Vec<Label>, value: u64| {
+            metrics::counter!(metric(name), labels).absolute(value);
+        };
+
+        for breaker in self.circuit_breakers() {
+            let name = breaker.name().as_str();
+            let state = breaker.state();
+            for each in STATES {
+                let on = if each == state { 1.0 } else { 0.0 };
+                gauge(
+                    "circuitbreaker_state",
+                    with(name, "state", each.as_str()),
+                    on,
+                );
+            }
+            let m = breaker.metrics();
+            for (kind, value) in [
+                ("successful", m.total_successful_calls()),
+                ("failed", m.total_failed_calls()),
+                ("ignored", m.total_ignored_calls()),
+                ("not_permitted", m.total_not_permitted_calls()),
+            ] {
+                counter("circuitbreaker_calls", with(name, "kind", kind), value);
+            }
+            gauge(
+                "circuitbreaker_failure_rate",
+                named(name),
+                f64::from(m.failure_rate()),
+            );
+            gauge(
+                "circuitbreaker_slow_call_rate",
+                named(name),
+                f64::from(m.slow_call_rate()),
+            );
+            for (kind, buffered, slow) in [
+                (
+                    "successful",
+                    m.number_of_successful_calls(),
+                    m.number_of_slow_successful_calls(),
+                ),
+                (
+                    "failed",
+                    m.number_of_failed_calls(),
+                    m.number_of_slow_failed_calls(),
+                ),
+            ] {
+                let labels = with(name, "kind", kind);
+                gauge(
+                    "circuitbreaker_buffered_calls",
+                    labels.clone(),
+                    f64::from(buffered),
+                );
+                gauge("circuitbreaker_slow_calls", labels, f64::from(slow));
+            }
+        }
+
+        for bulkhead in self.bulkheads() {
+            let name = bulkhead.name().as_str();
+            let m = bulkhead.metrics();
+            gauge(
+                "bulkhead_available_concurrent_calls",
+                named(name),
+                f64::from(m.available_concurrent_calls()),
+            );
+            gauge(
+                "bulkhead_max_allowed_concurrent_calls",
+                named(name),
+                f64::from(m.max_allowed_concurrent_calls()),
+            );
+            for (kind, value) in [
+                ("permitted", m.permitted_calls()),
+                ("rejected", m.rejected_calls()),
+                ("finished", m.finished_calls()),
+            ] {
+                counter("bulkhead_calls", with(name, "kind", kind), value);
+            }
+        }
+
+        for limiter in self.rate_limiters() {
+            let name = limiter.name().as_str();
+            let m = limiter.metrics();
+            // Negative while callers wait on permissions of later cycles.
+            gauge(
+                "ratelimiter_available_permissions",
+                named(name),
+                m.available_permissions() as f64,
+            );
+            gauge(
+                "ratelimiter_waiting_threads",
+                named(name),
+                m.number_of_waiting_threads() as f64,
+            );
+            for (kind, value) in [
+                ("successful", m.permitted_calls()),
+                ("failed", m.rejected_calls()),
+            ] {
+                counter("ratelimiter_calls", with(name, "kind", kind), value);
+            }
+        }
+
+        for retry in self.retries() {
+            let name = retry.name().as_str();
+            let m = retry.metrics();
+            for (kind, value) in [
+                (
+                    "successful_without_retry",
+                    m.number_of_successful_calls_without_retry_attempt(),
+                ),
+                (
+                    "successful_with_retry",
+                    m.number_of_successful_calls_with_retry_attempt(),
+                ),
+                (
+                    "failed_without_retry",
+                    m.number_of_failed_calls_without_retry_attempt(),
+                ),
+                (
+                    "failed_with_retry",
+                    m.number_of_failed_calls_with_retry_attempt(),
+                ),
+            ] {
+                counter("retry_calls", with(name, "kind", kind), value);
+            }
+        }
+
+        for limiter in self.time_limiters() {
+            let name = limiter.name().as_str();
+            let m = limiter.metrics();
+            for (kind, value) in [
+                ("successful", m.number_of_successful_calls()),
+                ("failed", m.number_of_failed_calls()),
+                ("timeout", m.number_of_timed_out_calls()),
+            ] {
+                counter("timelimiter_calls", with(name, "kind", kind), value);
+            }
+        }
+    }
+}
+
+/// Every state, for the `state` gauge's one series per state (as Micrometer's).
+const STATES: [CircuitState; 6] = [
+    CircuitState::Closed,
+    CircuitState::Open,
+    CircuitState::HalfOpen,
+    CircuitState::ForcedOpen,
+    CircuitState::Disabled,
+    CircuitState::MetricsOnly,
+];
