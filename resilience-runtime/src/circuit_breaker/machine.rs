@@ -332,12 +332,7 @@ impl Shared {
             }
         };
         if let Some((totals, rates)) = exceeded {
-            self.trip(
-                epoch,
-                totals,
-                rates,
-                self.subscribers.per_call().then(event),
-            );
+            self.trip(epoch, totals, rates, event());
         } else if self.subscribers.per_call() {
             let mut events = EventBuf::new(true);
             events.push(event());
@@ -349,10 +344,11 @@ impl Shared {
     /// totals after that record) reach its threshold (`rates`: which ones), unless a transition
     /// came first.
     #[cold]
-    fn trip(self: &Arc<Self>, epoch: u64, totals: Totals, rates: (bool, bool), event: Option<Ev>) {
+    fn trip(self: &Arc<Self>, epoch: u64, totals: Totals, rates: (bool, bool), event: Ev) {
         let now = self.clock.now_nanos();
         let mut fx = Effects::new(self);
-        if let Some(event) = event {
+        // The call's own event, for the callbacks that want every call's.
+        if self.subscribers.per_call() {
             fx.events.push(event);
         }
         {
@@ -401,6 +397,14 @@ impl Shared {
         self.after_unlock(&fx);
     }
 
+    /// Counts a call that ended in an ignored error: out of line, so that the permit's
+    /// finish, inlined into every guarded call, keeps the shape it has without it.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn count_ignored(&self) {
+        self.ignored.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Records an outcome of the current epoch.
     fn record(&self, core: &mut Core, finish: Finish, times: Times, fx: &mut Effects) {
         let Times {
@@ -418,7 +422,7 @@ impl Shared {
                     core.probes_issued = core.probes_issued.saturating_sub(1);
                 }
                 if finish == Finish::Ignored {
-                    self.ignored.fetch_add(1, Ordering::Relaxed);
+                    self.count_ignored();
                     if self.subscribers.per_call() {
                         fx.events.push(Ev::Ignored(elapsed_duration));
                     }

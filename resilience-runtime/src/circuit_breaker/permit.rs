@@ -121,7 +121,7 @@ impl CircuitPermit<'_> {
             (PermitKind::Closed | PermitKind::Recorded, Finish::Ignored)
                 if !this.shared.subscribers.per_call() =>
             {
-                this.shared.ignored.fetch_add(1, Ordering::Relaxed);
+                this.shared.count_ignored();
             }
             (PermitKind::Closed, Finish::Success | Finish::Failure) => {
                 let failed = finish == Finish::Failure;
