@@ -413,3 +413,44 @@ async fn an_invalid_order_is_422_and_takes_no_permit() {
         1
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_metric_of_the_shipped_dashboard_is_served() {
+    let _serial = SERIAL.lock().await;
+    let (addr, client, _) = start(settings(2, Duration::from_millis(1))).await;
+    // One instance of each kind, so that each kind's metrics are served.
+    let registry = Registry::global();
+    let _ = (
+        registry.rate_limiter(ORDERS),
+        registry.retry(ORDERS),
+        registry.time_limiter(ORDERS),
+    );
+    let served = scrape(&client, addr).await;
+    let dashboard: Value =
+        serde_json::from_str(include_str!("../grafana/resilience-dashboard.json"))
+            .expect("the dashboard is JSON");
+    let mut names = HashSet::new();
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().expect("targets") {
+            let expr = target["expr"].as_str().expect("an expression");
+            let mut rest = expr;
+            while let Some(at) = rest.find("resilience_") {
+                let name: String = rest[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                rest = &rest[at + name.len()..];
+                names.insert(name);
+            }
+        }
+    }
+    assert!(names.len() >= 10, "{names:?}");
+    for name in names {
+        assert!(
+            served
+                .lines()
+                .any(|line| line.starts_with(&format!("{name}{{"))),
+            "the dashboard reads `{name}`, which GET /metrics does not serve:\n{served}"
+        );
+    }
+}
