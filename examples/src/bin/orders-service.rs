@@ -3,7 +3,7 @@
 //! ```sh
 //! cargo run -p resilience-examples --bin orders-service -- --port 8080 \
 //!     --max-concurrent-calls 2 --max-wait-ms 0 --downstream-latency-ms 300
-//! cargo run -p resilience-examples --bin orders-service -- --config examples/config/incident.toml
+//! cargo run -p resilience-examples --bin orders-service -- --config examples/config/incident.toml --watch
 //! ```
 
 use std::path::PathBuf;
@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use resilience_examples::service::{self, Settings};
+use resilience_runtime::document::FileWatcher;
 use resilience_runtime::Registry;
 
 /// An order service whose `POST /orders` runs through a bulkhead and a circuit breaker;
@@ -26,6 +27,10 @@ struct Args {
     /// examples/config/incident.toml; instead of the two flags below.
     #[arg(long, value_name = "PATH", conflicts_with_all = ["max_concurrent_calls", "max_wait_ms"])]
     config: Option<PathBuf>,
+    /// With --config: reapply the file whenever it changes (a bad edit is logged and changes
+    /// nothing).
+    #[arg(long, requires = "config")]
+    watch: bool,
     /// The bulkhead's maximum number of concurrent orders.
     #[arg(long, default_value_t = 80)]
     max_concurrent_calls: u32,
@@ -58,10 +63,25 @@ fn main() -> ExitCode {
 
 async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let downstream_latency = Duration::from_millis(args.downstream_latency_ms);
+    // Kept for as long as the service runs: dropped, it stops watching.
+    let mut _watcher = None;
     match &args.config {
         Some(path) => {
             let changes = service::configure_from_file(path, downstream_latency)?;
             println!("configured from {}:\n{changes}", path.display());
+            if args.watch {
+                _watcher = Some(FileWatcher::start_with(
+                    Registry::global(),
+                    path,
+                    Duration::from_millis(500),
+                    |outcome| match outcome {
+                        Ok(changes) if !changes.is_empty() => println!("reloaded:\n{changes}"),
+                        Ok(_) => {}
+                        Err(e) => eprintln!("warning: {e}; the configuration in force stays"),
+                    },
+                )?);
+                println!("watching {} for changes", path.display());
+            }
         }
         None => service::configure(&Settings {
             max_concurrent_calls: args.max_concurrent_calls,

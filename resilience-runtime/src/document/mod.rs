@@ -9,6 +9,11 @@ pub(crate) mod keys;
 pub(crate) mod raw;
 #[cfg(feature = "toml")]
 pub(crate) mod toml;
+#[cfg(feature = "watch")]
+mod watch;
+
+#[cfg(feature = "watch")]
+pub use watch::FileWatcher;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
