@@ -42,6 +42,8 @@ cases=(
     breaker_direct recloser no -
     recloser - no -
     breaker_plan recloser yes -
+    breaker_plan_traced recloser yes breaker_plan
+    breaker_plan_subscribed recloser yes breaker_plan
     two_gates_plan semaphore_recloser yes -
     two_gates_plan_async semaphore_recloser yes -
     two_gates_macro_sync semaphore_recloser yes -

@@ -31,6 +31,8 @@ const CASES: &[&str] = &[
     "breaker_direct",
     "recloser",
     "breaker_plan",
+    "breaker_plan_traced",
+    "breaker_plan_subscribed",
     "two_gates_plan",
     "two_gates_plan_async",
     "two_gates_macro_sync",
@@ -314,6 +316,36 @@ fn main() -> ExitCode {
             Registry::global()
                 .configure_circuit_breaker(BREAKER, breaker_config_equal())
                 .expect("breaker");
+            let plan = plan(&[Guard::circuit_breaker(BREAKER)]);
+            run(n, || {
+                black_box(black_box(&plan).call(|| Ok::<u32, CallError>(black_box(1) + 1)))
+                    .unwrap();
+            })
+        }
+        "breaker_plan_traced" => {
+            // `breaker_plan` with the registry's events forwarded to `tracing`: a rare-event
+            // subscriber on the breaker, which its closed path must not pay for.
+            Registry::global().trace_events();
+            Registry::global()
+                .configure_circuit_breaker(BREAKER, breaker_config_equal())
+                .expect("breaker");
+            let plan = plan(&[Guard::circuit_breaker(BREAKER)]);
+            run(n, || {
+                black_box(black_box(&plan).call(|| Ok::<u32, CallError>(black_box(1) + 1)))
+                    .unwrap();
+            })
+        }
+        "breaker_plan_subscribed" => {
+            // `breaker_plan` with a subscriber to every event: what the forwarder would cost
+            // if it asked for every call's (a precise clock reading and an event per call).
+            Registry::global()
+                .configure_circuit_breaker(BREAKER, breaker_config_equal())
+                .expect("breaker");
+            Registry::global()
+                .circuit_breaker(BREAKER)
+                .subscribe(|event| {
+                    black_box(event);
+                });
             let plan = plan(&[Guard::circuit_breaker(BREAKER)]);
             run(n, || {
                 black_box(black_box(&plan).call(|| Ok::<u32, CallError>(black_box(1) + 1)))
