@@ -9,9 +9,11 @@
 //!   before it reaches the guards.
 //! - `GET /metrics` answers every guard's metrics in Prometheus's text format
 //!   (`resilience_circuitbreaker_state{name="orders",state="closed"} 1`, …).
-//! - `GET /resilience` answers the state of the registry: every guard instance (kind, name,
-//!   state, metrics, configuration), the registered call sites and the precedence (see
-//!   [`resilience_report`]).
+//! - `GET /actuator` (and `/actuator/circuitbreakers`, `/actuator/bulkheads`,
+//!   `/actuator/events`, …) answers the state of the registry: every guard instance (kind,
+//!   name, state, metrics, configuration in force), the call sites with their guards in
+//!   execution order, the precedence and the last events (the runtime's
+//!   `resilience_runtime::axum::actuator`).
 //!
 //! The bulkhead runs first (registry precedence), so a full bulkhead is never recorded by the
 //! breaker: under overload the service sheds load with 503s and the breaker stays closed.
@@ -39,9 +41,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use resilience_runtime::axum::actuator;
 use resilience_runtime::{
-    bulkhead, circuit_breaker, Bulkhead, BulkheadConfig, CallSite, Changes, CircuitBreaker,
-    CircuitBreakerConfig, ConfigError, DocumentError, Registry, Rejected, SlidingWindow,
+    bulkhead, circuit_breaker, BulkheadConfig, Changes, CircuitBreakerConfig, ConfigError,
+    DocumentError, Registry, Rejected, SlidingWindow,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -141,11 +144,11 @@ fn set_downstream_latency(latency: Duration) {
     DOWNSTREAM_LATENCY_MS.store(latency_ms, Ordering::Relaxed);
 }
 
-/// The service's routes: `POST /orders`, `GET /resilience` and `GET /metrics`.
+/// The service's routes: `POST /orders`, `GET /metrics` and the actuator under `/actuator`.
 pub fn app() -> Router {
     Router::new()
         .route("/orders", post(post_order))
-        .route("/resilience", get(get_resilience))
+        .nest("/actuator", actuator(Registry::global()))
         .route("/metrics", get(get_metrics))
 }
 
@@ -253,158 +256,10 @@ async fn post_order(body: Result<Json<Order>, JsonRejection>) -> Result<Json<Val
     Ok(Json(json!({ "order_id": id, "item": item, "qty": qty })))
 }
 
-/// `GET /resilience`: [`resilience_report`] of the global registry.
-async fn get_resilience() -> Json<Value> {
-    Json(resilience_report(Registry::global()))
-}
-
-/// The state of `registry` as JSON:
-///
-/// ```json
-/// {
-///   "instances": [
-///     {"kind": "bulkhead", "name": "orders", "state": "accepting",
-///      "metrics": {"available_concurrent_calls": 80, "rejected_calls": 0, ..},
-///      "config": {"max_concurrent_calls": 80, "max_wait_duration_ms": 500, ..}},
-///     {"kind": "circuit_breaker", "name": "orders", "state": "closed",
-///      "remaining_open_time_ms": null,
-///      "metrics": {"failure_rate": -1.0, "number_of_failed_calls": 0, ..},
-///      "config": {"failure_rate_threshold": 50.0, ..}}
-///   ],
-///   "call_sites": [
-///     {"module_path": "resilience_examples::service", "function": "create_order",
-///      "file": "examples/src/service.rs", "line": 170,
-///      "guards": [{"aspect": "bulkhead", "name": "orders"},
-///                 {"aspect": "circuit_breaker", "name": "orders"}]}
-///   ],
-///   "precedence": ["bulkhead", "rate_limiter", "retry", "circuit_breaker", "time_limiter"]
-/// }
-/// ```
-///
-/// A bulkhead's state is `"full"` when no permit is free, else `"accepting"`; a breaker's is its
-/// [`CircuitState`](resilience_runtime::CircuitState) in snake case (`"half_open"`,
-/// `"forced_open"`). Durations are whole milliseconds; a failure or slow-call rate of `-1.0`
-/// means too few calls are recorded yet. Instances are listed bulkheads first, each kind sorted
-/// by name; call sites are those of the annotations linked into the program.
-pub fn resilience_report(registry: &Registry) -> Value {
-    let bulkheads = registry.bulkheads();
-    let breakers = registry.circuit_breakers();
-    let instances: Vec<Value> = bulkheads
-        .iter()
-        .map(|b| bulkhead_json(b))
-        .chain(breakers.iter().map(|cb| circuit_breaker_json(cb)))
-        .collect();
-    let call_sites: Vec<Value> = registry
-        .call_sites()
-        .into_iter()
-        .map(call_site_json)
-        .collect();
-    let precedence: Vec<&str> = registry.precedence().iter().map(|a| a.as_str()).collect();
-    json!({
-        "instances": instances,
-        "call_sites": call_sites,
-        "precedence": precedence,
-    })
-}
-
-/// Whole milliseconds, saturating (a wait of `Duration::MAX` means "forever").
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
-
-fn bulkhead_json(bulkhead: &Bulkhead) -> Value {
-    let metrics = bulkhead.metrics();
-    let config = bulkhead.config();
-    let state = if metrics.available_concurrent_calls() == 0 {
-        "full"
-    } else {
-        "accepting"
-    };
-    json!({
-        "kind": "bulkhead",
-        "name": bulkhead.name().as_str(),
-        "state": state,
-        "metrics": {
-            "available_concurrent_calls": metrics.available_concurrent_calls(),
-            "max_allowed_concurrent_calls": metrics.max_allowed_concurrent_calls(),
-            "permitted_calls": metrics.permitted_calls(),
-            "rejected_calls": metrics.rejected_calls(),
-            "finished_calls": metrics.finished_calls(),
-        },
-        "config": {
-            "max_concurrent_calls": config.max_concurrent_calls(),
-            "max_wait_duration_ms": millis(config.max_wait_duration()),
-            "fair_call_handling": config.fair_call_handling(),
-            "base": config.base(),
-        },
-    })
-}
-
-fn circuit_breaker_json(breaker: &CircuitBreaker) -> Value {
-    let metrics = breaker.metrics();
-    let config = breaker.config();
-    // "half-open" -> "half_open", "forced open" -> "forced_open".
-    let state = breaker.state().to_string().replace([' ', '-'], "_");
-    let sliding_window = match config.sliding_window() {
-        SlidingWindow::CountBased(calls) => json!({ "type": "count_based", "size": calls }),
-        SlidingWindow::TimeBased(seconds) => json!({ "type": "time_based", "size": seconds }),
-    };
-    let backoff = config
-        .open_state_backoff()
-        .map(|b| json!({ "multiplier": b.multiplier(), "max_wait_ms": millis(b.max_wait()) }));
-    json!({
-        "kind": "circuit_breaker",
-        "name": breaker.name().as_str(),
-        "state": state,
-        "remaining_open_time_ms": breaker.remaining_open_time().map(millis),
-        "metrics": {
-            "failure_rate": metrics.failure_rate(),
-            "slow_call_rate": metrics.slow_call_rate(),
-            "number_of_buffered_calls": metrics.number_of_buffered_calls(),
-            "number_of_successful_calls": metrics.number_of_successful_calls(),
-            "number_of_failed_calls": metrics.number_of_failed_calls(),
-            "number_of_slow_calls": metrics.number_of_slow_calls(),
-            "number_of_slow_successful_calls": metrics.number_of_slow_successful_calls(),
-            "number_of_slow_failed_calls": metrics.number_of_slow_failed_calls(),
-            "number_of_not_permitted_calls": metrics.number_of_not_permitted_calls(),
-        },
-        "config": {
-            "failure_rate_threshold": config.failure_rate_threshold(),
-            "slow_call_rate_threshold": config.slow_call_rate_threshold(),
-            "slow_call_duration_threshold_ms": millis(config.slow_call_duration_threshold()),
-            "sliding_window": sliding_window,
-            "minimum_number_of_calls": config.minimum_number_of_calls(),
-            "wait_duration_in_open_state_ms": millis(config.wait_duration_in_open_state()),
-            "open_state_backoff": backoff,
-            "automatic_transition_from_open_to_half_open":
-                config.automatic_transition_from_open_to_half_open(),
-            "permitted_calls_in_half_open_state": config.permitted_calls_in_half_open_state(),
-            "max_wait_duration_in_half_open_state_ms":
-                millis(config.max_wait_duration_in_half_open_state()),
-            "record_rejections": config.record_rejections(),
-            "base": config.base(),
-        },
-    })
-}
-
-fn call_site_json(site: &CallSite) -> Value {
-    let guards: Vec<Value> = site
-        .guards()
-        .iter()
-        .map(|g| json!({ "aspect": g.aspect().as_str(), "name": g.name() }))
-        .collect();
-    json!({
-        "module_path": site.module_path(),
-        "function": site.function(),
-        "file": site.file(),
-        "line": site.line(),
-        "guards": guards,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use resilience_runtime::Bulkhead;
 
     fn status_of(error: OrderError) -> StatusCode {
         error.into_response().status()
@@ -428,18 +283,5 @@ mod tests {
         let response = OrderError::from(rejected).into_response();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(response.headers()[axum::http::header::RETRY_AFTER], "1");
-    }
-
-    #[test]
-    fn breaker_states_are_snake_case_in_the_report() {
-        let registry = Registry::new();
-        let breaker = registry.circuit_breaker("unit");
-        breaker.transition_to_forced_open_state();
-        let report = resilience_report(&registry);
-        assert_eq!(report["instances"][0]["state"], "forced_open");
-        breaker.transition_to_half_open_state().unwrap();
-        let report = resilience_report(&registry);
-        assert_eq!(report["instances"][0]["state"], "half_open");
-        assert_eq!(report["precedence"][0], "bulkhead");
     }
 }

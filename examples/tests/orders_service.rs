@@ -47,7 +47,9 @@ async fn start(settings: Settings) -> (SocketAddr, Client, Before) {
         .await
         .expect("bind an ephemeral port");
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, service::app()).await });
+    // Built here, so that its actuator keeps events from now on.
+    let app = service::app();
+    tokio::spawn(async move { axum::serve(listener, app).await });
     // No proxy, whatever the environment says: traffic stays on 127.0.0.1.
     let client = Client::builder().no_proxy().build().unwrap();
     (addr, client, before)
@@ -72,7 +74,7 @@ async fn post_order(client: &Client, addr: SocketAddr, body: Value) -> Response 
 
 async fn resilience(client: &Client, addr: SocketAddr) -> Value {
     let response = client
-        .get(format!("http://{addr}/resilience"))
+        .get(format!("http://{addr}/actuator"))
         .send()
         .await
         .expect("the service answers");
@@ -80,7 +82,7 @@ async fn resilience(client: &Client, addr: SocketAddr) -> Value {
     response.json().await.expect("a JSON report")
 }
 
-/// The instance of `kind` named `orders` in a `/resilience` report.
+/// The instance of `kind` named `orders` in a `/actuator` report.
 fn instance<'a>(report: &'a Value, kind: &str) -> &'a Value {
     report["instances"]
         .as_array()
@@ -90,7 +92,7 @@ fn instance<'a>(report: &'a Value, kind: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {kind} `orders` in {report:#}"))
 }
 
-/// A counter of an instance's metrics in the `GET /resilience` report.
+/// A counter of an instance's metrics in the `GET /actuator` report.
 fn counter(instance: &Value, name: &str) -> u64 {
     instance["metrics"][name]
         .as_u64()
@@ -221,7 +223,7 @@ async fn a_full_bulkhead_answers_503_with_retry_after_and_the_breaker_stays_clos
     assert_eq!(bulkhead.rejected_calls() - before.rejected, rejected);
     assert_eq!(bulkhead.permitted_calls() - before.permitted, admitted);
 
-    // GET /resilience says the same.
+    // GET /actuator says the same.
     let report = resilience(&client, addr).await;
     let bulkhead = instance(&report, "bulkhead");
     assert_eq!(bulkhead["state"], "accepting", "{bulkhead:#}");
@@ -235,7 +237,7 @@ async fn a_full_bulkhead_answers_503_with_retry_after_and_the_breaker_stays_clos
     );
     assert_eq!(bulkhead["metrics"]["available_concurrent_calls"], 2);
     assert_eq!(bulkhead["config"]["max_concurrent_calls"], 2);
-    assert_eq!(bulkhead["config"]["max_wait_duration_ms"], 0);
+    assert_eq!(bulkhead["config"]["max_wait_duration"], "0s");
     let breaker = instance(&report, "circuit_breaker");
     assert_eq!(breaker["state"], "closed", "{breaker:#}");
     assert_eq!(breaker["metrics"]["number_of_failed_calls"], 0);
@@ -257,8 +259,8 @@ async fn a_full_bulkhead_answers_503_with_retry_after_and_the_breaker_stays_clos
     assert_eq!(
         site["guards"],
         json!([
-            { "aspect": "bulkhead", "name": "orders" },
-            { "aspect": "circuit_breaker", "name": "orders" },
+            { "aspect": "bulkhead", "name": "orders", "precedence": 100 },
+            { "aspect": "circuit_breaker", "name": "orders", "precedence": 400 },
         ])
     );
     assert_eq!(report["precedence"][0], "bulkhead");
@@ -353,6 +355,38 @@ async fn a_forced_open_breaker_answers_503_with_the_fallback_retry_after() {
     assert_eq!(counter(bulkhead, "permitted_calls") - before.permitted, 1);
     assert_eq!(counter(bulkhead, "rejected_calls") - before.rejected, 0);
     assert_eq!(bulkhead["metrics"]["available_concurrent_calls"], 2);
+    // The forced opening is among the last events.
+    let events = report["events"].as_array().expect("an array of events");
+    assert!(
+        events.iter().any(|e| e["kind"] == "state_transition"
+            && e["name"] == ORDERS
+            && e["message"].as_str().unwrap().ends_with("to forced open")),
+        "{events:#?}"
+    );
+    // Each kind and the events have their own endpoint.
+    let get = |path: &'static str| {
+        let client = client.clone();
+        async move {
+            let response = client
+                .get(format!("http://{addr}/actuator{path}"))
+                .send()
+                .await
+                .expect("the actuator answers");
+            (response.status(), response.json::<Value>().await.ok())
+        }
+    };
+    let (status, breakers) = get("/circuitbreakers").await;
+    assert_eq!(status, StatusCode::OK);
+    let breakers = breakers.expect("JSON");
+    assert!(breakers["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|i| i["kind"] == "circuit_breaker"));
+    let (_, last) = get("/events?limit=1").await;
+    assert_eq!(last.expect("JSON")["events"].as_array().unwrap().len(), 1);
+    let (status, _) = get("/events?limit=lots").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

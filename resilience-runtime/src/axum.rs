@@ -61,6 +61,10 @@
 //! # assert_eq!(response.status(), StatusCode::CONFLICT);
 //! ```
 
+mod actuator;
+
+pub use actuator::{actuator, report, ACTUATOR_EVENTS};
+
 use std::time::Duration;
 
 use ::axum::http::{header, HeaderValue, StatusCode};

@@ -28,6 +28,7 @@ mod outcome;
 mod plan;
 mod plan_cache;
 pub mod rate_limiter;
+mod recent;
 mod registry;
 pub mod retry;
 mod slot;
@@ -60,6 +61,7 @@ pub use plan_cache::{CachedPlan, PlanCache};
 pub use rate_limiter::{
     RateLimiter, RateLimiterConfig, RateLimiterConfigBuilder, RateLimiterEvent, RateLimiterMetrics,
 };
+pub use recent::RecentEvent;
 pub use registry::Registry;
 pub use retry::{Retry, RetryConfig, RetryConfigBuilder, RetryEvent, RetryMetrics};
 pub use time_limiter::{

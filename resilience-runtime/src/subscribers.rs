@@ -27,7 +27,6 @@ pub(crate) enum Interest {
     /// The rare ones only: transitions, rejections, time-outs, retries. A guard gathers no
     /// event of an ordinary call for such a callback (the tracing forwarder is one), so it
     /// costs nothing on the path of a call that changes nothing.
-    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     Rare,
 }
 

@@ -714,3 +714,80 @@ fn the_errors_the_readme_shows_are_the_ones_its_file_gets() {
         assert!(README.contains(&line), "the README should show:\n{line}");
     }
 }
+
+#[test]
+fn the_configuration_the_actuator_shows_is_a_document_that_configures_the_same() {
+    let original = Registry::new();
+    original
+        .load_toml(
+            r#"
+            [bulkhead.instances.a]
+            max_concurrent_calls = 7
+            max_wait_duration = "250ms"
+            fair_call_handling_enabled = false
+            [rate_limiter.instances.a]
+            limit_for_period = 9
+            limit_refresh_period = "2s"
+            timeout_duration = "5ms"
+            [retry.instances.a]
+            max_attempts = 4
+            wait_duration = "100ms"
+            enable_exponential_backoff = true
+            exponential_backoff_multiplier = 3.0
+            exponential_max_wait_duration = "2s"
+            enable_randomized_wait = true
+            randomized_wait_factor = 0.25
+            retry_on_rejection = true
+            [retry.instances.b]
+            max_attempts = 2
+            [circuit_breaker.instances.a]
+            failure_rate_threshold = 30.5
+            slow_call_rate_threshold = 80
+            slow_call_duration_threshold = "2s"
+            sliding_window_type = "time_based"
+            sliding_window_size = 30
+            minimum_number_of_calls = 5
+            wait_duration_in_open_state = "1m30s"
+            enable_exponential_backoff = true
+            exponential_backoff_multiplier = 2.0
+            exponential_max_wait_duration_in_open_state = "10m"
+            automatic_transition_from_open_to_half_open_enabled = true
+            permitted_number_of_calls_in_half_open_state = 3
+            max_wait_duration_in_half_open_state = "20s"
+            record_rejections = true
+            initial_state = "metrics_only"
+            [circuit_breaker.instances.b]
+            [time_limiter.instances.a]
+            timeout_duration = "750ms"
+            cancel_running_future = false
+            "#,
+        )
+        .unwrap();
+    let shown = resilience_runtime::axum::report(&original);
+    // Every instance's `config`, as the instances of a document.
+    let mut document = serde_json::json!({});
+    for instance in shown["instances"].as_array().unwrap() {
+        let kind = instance["kind"].as_str().unwrap();
+        let name = instance["name"].as_str().unwrap();
+        document[kind]["instances"][name] = instance["config"].clone();
+    }
+    let document: ConfigDocument = serde_json::from_value(document).unwrap();
+    let copy = Registry::new();
+    copy.apply_document(&document).unwrap();
+    let configs = |registry: &Registry| {
+        let report = resilience_runtime::axum::report(registry);
+        report["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| (i["kind"].clone(), i["name"].clone(), i["config"].clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(configs(&copy), configs(&original));
+    assert_eq!(configs(&copy).len(), 7);
+    assert_eq!(
+        copy.circuit_breaker_config("a").sliding_window(),
+        SlidingWindow::TimeBased(30)
+    );
+    assert_eq!(copy.retry_config("a").randomized_wait_factor(), 0.25);
+}

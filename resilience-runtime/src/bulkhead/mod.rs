@@ -435,7 +435,6 @@ impl Bulkhead {
     }
 
     /// Like [`subscribe`](Self::subscribe), for the events of `interest`.
-    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     pub(crate) fn subscribe_with(
         &self,
         interest: Interest,

@@ -400,7 +400,6 @@ impl RateLimiter {
     }
 
     /// Like [`subscribe`](Self::subscribe), for the events of `interest`.
-    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     pub(crate) fn subscribe_with(
         &self,
         interest: crate::subscribers::Interest,

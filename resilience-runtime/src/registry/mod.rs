@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use once_cell::sync::Lazy;
 
@@ -26,6 +26,7 @@ use crate::error::ConfigError;
 use crate::name::Name;
 use crate::plan::{Guard, GuardListError, Plan, ReentrancyPolicy, Step, Wrapper};
 use crate::rate_limiter::{RateLimiter, RateLimiterConfig};
+use crate::recent::{EventLog, RecentEvent};
 use crate::retry::{Retry, RetryConfig};
 use crate::time_limiter::{TimeLimiter, TimeLimiterConfig};
 
@@ -98,6 +99,9 @@ pub struct Registry {
     /// since forwards its events. Read and written under `state`'s write lock.
     #[cfg(feature = "tracing")]
     traced: std::sync::atomic::AtomicBool,
+    /// Set by [`keep_recent_events`](Registry::keep_recent_events): every instance created
+    /// since keeps its rare events in it. Set under `state`'s write lock.
+    recent: OnceLock<Arc<EventLog>>,
 }
 
 struct State {
@@ -124,6 +128,8 @@ trait Registered: Instance + Sized {
     fn table(state: &State) -> &Kind<Self::Config, Self>;
     fn table_mut(state: &mut State) -> &mut Kind<Self::Config, Self>;
     fn make(name: Name, config: Self::Config, clock: &Clock) -> Self;
+    /// Keeps the instance's rare events in `log`.
+    fn keep_events_in(&self, log: &Arc<EventLog>);
     /// Forwards the instance's events to `tracing`.
     #[cfg(feature = "tracing")]
     fn forward_events(&self);
@@ -158,6 +164,7 @@ impl Registry {
             changing: Mutex::new(()),
             #[cfg(feature = "tracing")]
             traced: std::sync::atomic::AtomicBool::new(false),
+            recent: OnceLock::new(),
         }
     }
 
@@ -258,6 +265,9 @@ impl Registry {
         #[cfg(feature = "tracing")]
         if self.traced.load(Ordering::Relaxed) {
             instance.forward_events();
+        }
+        if let Some(log) = self.recent.get() {
+            instance.keep_events_in(log);
         }
         instance
     }
@@ -678,6 +688,52 @@ impl Registry {
         forward::<TimeLimiter>(&state);
     }
 
+    /// Keeps the newest `capacity` rare events of every guard of this registry (those that
+    /// exist and those created later) for [`recent_events`](Self::recent_events): breaker
+    /// transitions, rejections, retries, time-outs, what Resilience4j's event endpoints show.
+    /// The first call sets the capacity; later calls do nothing. Like
+    /// [`trace_events`](Self::trace_events) it asks for no event of an ordinary call, so it
+    /// costs a closed breaker nothing.
+    ///
+    /// ```
+    /// use resilience_runtime::Registry;
+    ///
+    /// let registry = Registry::new();
+    /// registry.keep_recent_events(100);
+    /// registry.circuit_breaker("orders").transition_to_open_state()?;
+    /// let events = registry.recent_events();
+    /// assert_eq!(events[0].kind(), "state_transition");
+    /// assert_eq!(events[0].message(), "circuit breaker `orders` changed state from closed to open");
+    /// # Ok::<(), resilience_runtime::IllegalStateTransition>(())
+    /// ```
+    pub fn keep_recent_events(&self, capacity: usize) {
+        let _changing = self.changing.lock().unwrap_or_else(PoisonError::into_inner);
+        let state = self.state.write().unwrap_or_else(PoisonError::into_inner);
+        if self.recent.get().is_some() {
+            return;
+        }
+        let log = Arc::new(EventLog::new(capacity));
+        fn keep<I: Registered>(state: &State, log: &Arc<EventLog>) {
+            for instance in I::table(state).all() {
+                instance.keep_events_in(log);
+            }
+        }
+        keep::<Bulkhead>(&state, &log);
+        keep::<RateLimiter>(&state, &log);
+        keep::<Retry>(&state, &log);
+        keep::<CircuitBreaker>(&state, &log);
+        keep::<TimeLimiter>(&state, &log);
+        let _ = self.recent.set(log);
+    }
+
+    /// The events kept since [`keep_recent_events`](Self::keep_recent_events), oldest first;
+    /// empty if it was not called.
+    pub fn recent_events(&self) -> Vec<RecentEvent> {
+        self.recent
+            .get()
+            .map_or_else(Vec::new, |log| log.snapshot())
+    }
+
     // ----- plans -----
 
     /// Resolves `guards` to this registry's instances and sorts them by precedence: the
@@ -779,6 +835,9 @@ macro_rules! registered {
             }
             fn make(name: Name, config: $config, clock: &Clock) -> Self {
                 $instance::with_clock(name, config, clock.clone())
+            }
+            fn keep_events_in(&self, log: &Arc<EventLog>) {
+                crate::recent::Keep::keep_events_in(self, log);
             }
             #[cfg(feature = "tracing")]
             fn forward_events(&self) {

@@ -148,7 +148,6 @@ impl TimeLimiter {
     }
 
     /// Like [`subscribe`](Self::subscribe), for the events of `interest`.
-    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     pub(crate) fn subscribe_with(
         &self,
         interest: crate::subscribers::Interest,

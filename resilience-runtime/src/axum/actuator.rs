@@ -1,0 +1,485 @@
+//! [`actuator`]: what Spring Boot's actuator shows of Resilience4j, as a router a service
+//! mounts: every instance with its state, metrics and configuration in force, the call sites
+//! with their guards in execution order, and the last events.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use ::axum::http::{header, StatusCode, Uri};
+use ::axum::response::{IntoResponse, Response};
+use ::axum::routing::get;
+use ::axum::Router;
+use serde_json::{json, Map, Value};
+
+use crate::bulkhead::Bulkhead;
+use crate::call_site::CallSite;
+use crate::circuit_breaker::{CircuitBreaker, SlidingWindow};
+use crate::rate_limiter::RateLimiter;
+use crate::recent::RecentEvent;
+use crate::registry::Registry;
+use crate::retry::Retry;
+use crate::time_limiter::TimeLimiter;
+
+/// How many events [`actuator`] keeps, if the registry keeps none yet.
+pub const ACTUATOR_EVENTS: usize = 256;
+
+/// The actuator's endpoints for `registry`, to [`nest`](Router::nest) where the service wants
+/// them (`/actuator`, say). Every answer is JSON:
+///
+/// | path | answers |
+/// |---|---|
+/// | `/` | all of the below in one object: `instances`, `call_sites`, `precedence`, `events` |
+/// | `/circuitbreakers`, `/bulkheads`, `/ratelimiters`, `/retries`, `/timelimiters` | `{"instances": [...]}` of that kind |
+/// | `/callsites` | `{"call_sites": [...]}`: each guarded function and its guards in execution order |
+/// | `/events` | `{"events": [...]}`, oldest first; `?limit=N` keeps the newest N |
+///
+/// An instance is `{"kind", "name", "state", "metrics", "config"}`. Its `config` is the
+/// configuration in force (bases and defaults resolved) with the keys and the duration format
+/// of a configuration file, so it can be pasted into one; `state` is a breaker's state, and for
+/// the others what their metrics say (`accepting` or `full` for a bulkhead, say).
+///
+/// It turns on [`Registry::keep_recent_events`] with [`ACTUATOR_EVENTS`] unless the registry
+/// keeps events already.
+///
+/// ```
+/// use resilience_runtime::{axum::actuator, Registry};
+///
+/// let app: axum::Router = axum::Router::new().nest("/actuator", actuator(Registry::global()));
+/// # let _ = app;
+/// ```
+pub fn actuator(registry: &'static Registry) -> Router {
+    registry.keep_recent_events(ACTUATOR_EVENTS);
+    Router::new()
+        .route(
+            "/",
+            get(move || async move { answer(everything(registry)) }),
+        )
+        .route(
+            "/circuitbreakers",
+            get(move || async move { answer(json!({ "instances": breakers(registry) })) }),
+        )
+        .route(
+            "/bulkheads",
+            get(move || async move { answer(json!({ "instances": bulkheads(registry) })) }),
+        )
+        .route(
+            "/ratelimiters",
+            get(move || async move { answer(json!({ "instances": rate_limiters(registry) })) }),
+        )
+        .route(
+            "/retries",
+            get(move || async move { answer(json!({ "instances": retries(registry) })) }),
+        )
+        .route(
+            "/timelimiters",
+            get(move || async move { answer(json!({ "instances": time_limiters(registry) })) }),
+        )
+        .route(
+            "/callsites",
+            get(move || async move { answer(json!({ "call_sites": call_sites(registry) })) }),
+        )
+        .route(
+            "/events",
+            get(move |uri: Uri| async move {
+                match limit(&uri) {
+                    Ok(limit) => answer(json!({ "events": events(registry, limit) })),
+                    Err(reason) => (StatusCode::BAD_REQUEST, reason).into_response(),
+                }
+            }),
+        )
+}
+
+/// Everything the actuator shows, as one JSON object (its `/`).
+pub fn report(registry: &Registry) -> Value {
+    everything(registry)
+}
+
+fn everything(registry: &Registry) -> Value {
+    let mut instances = bulkheads(registry);
+    instances.extend(rate_limiters(registry));
+    instances.extend(retries(registry));
+    instances.extend(breakers(registry));
+    instances.extend(time_limiters(registry));
+    let precedence: Vec<&str> = registry.precedence().iter().map(|a| a.as_str()).collect();
+    json!({
+        "instances": instances,
+        "call_sites": call_sites(registry),
+        "precedence": precedence,
+        "events": events(registry, None),
+    })
+}
+
+fn answer(body: Value) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// `?limit=N`, if given.
+fn limit(uri: &Uri) -> Result<Option<usize>, String> {
+    let Some(query) = uri.query() else {
+        return Ok(None);
+    };
+    for pair in query.split('&') {
+        if let Some(value) = pair.strip_prefix("limit=") {
+            return value
+                .parse()
+                .map(Some)
+                .map_err(|_| format!("`limit` must be a number of events, got `{value}`"));
+        }
+    }
+    Ok(None)
+}
+
+/// A duration as a configuration file writes it: the largest unit it is a whole number of.
+pub(crate) fn duration(d: Duration) -> String {
+    let nanos = d.as_nanos();
+    if nanos == 0 {
+        return "0s".to_owned();
+    }
+    for (unit, size) in [
+        ("d", 86_400_000_000_000u128),
+        ("h", 3_600_000_000_000),
+        ("m", 60_000_000_000),
+        ("s", 1_000_000_000),
+        ("ms", 1_000_000),
+        ("us", 1_000),
+    ] {
+        if nanos % size == 0 {
+            return format!("{}{unit}", nanos / size);
+        }
+    }
+    format!("{nanos}ns")
+}
+
+fn instance(kind: &str, name: &str, state: &str, metrics: Value, config: Value) -> Value {
+    json!({ "kind": kind, "name": name, "state": state, "metrics": metrics, "config": config })
+}
+
+fn bulkheads(registry: &Registry) -> Vec<Value> {
+    registry.bulkheads().iter().map(|b| bulkhead(b)).collect()
+}
+
+fn bulkhead(bulkhead: &Bulkhead) -> Value {
+    let m = bulkhead.metrics();
+    let c = bulkhead.config();
+    let state = if m.available_concurrent_calls() == 0 {
+        "full"
+    } else {
+        "accepting"
+    };
+    instance(
+        "bulkhead",
+        bulkhead.name(),
+        state,
+        json!({
+            "available_concurrent_calls": m.available_concurrent_calls(),
+            "max_allowed_concurrent_calls": m.max_allowed_concurrent_calls(),
+            "permitted_calls": m.permitted_calls(),
+            "rejected_calls": m.rejected_calls(),
+            "finished_calls": m.finished_calls(),
+        }),
+        json!({
+            "max_concurrent_calls": c.max_concurrent_calls(),
+            "max_wait_duration": duration(c.max_wait_duration()),
+            "fair_call_handling_enabled": c.fair_call_handling(),
+        }),
+    )
+}
+
+fn rate_limiters(registry: &Registry) -> Vec<Value> {
+    registry
+        .rate_limiters()
+        .iter()
+        .map(|l| rate_limiter(l))
+        .collect()
+}
+
+fn rate_limiter(limiter: &RateLimiter) -> Value {
+    let m = limiter.metrics();
+    let c = limiter.config();
+    let state = if m.available_permissions() > 0 {
+        "accepting"
+    } else {
+        "exhausted"
+    };
+    instance(
+        "rate_limiter",
+        limiter.name(),
+        state,
+        json!({
+            "available_permissions": m.available_permissions(),
+            "number_of_waiting_threads": m.number_of_waiting_threads(),
+            "permitted_calls": m.permitted_calls(),
+            "rejected_calls": m.rejected_calls(),
+        }),
+        json!({
+            "limit_for_period": c.limit_for_period(),
+            "limit_refresh_period": duration(c.limit_refresh_period()),
+            "timeout_duration": duration(c.timeout_duration()),
+        }),
+    )
+}
+
+fn retries(registry: &Registry) -> Vec<Value> {
+    registry.retries().iter().map(|r| retry(r)).collect()
+}
+
+fn retry(retry: &Retry) -> Value {
+    let m = retry.metrics();
+    let c = retry.config();
+    let mut config = Map::new();
+    config.insert("max_attempts".into(), json!(c.max_attempts()));
+    config.insert("wait_duration".into(), json!(duration(c.wait_duration())));
+    match c.exponential_backoff() {
+        Some((multiplier, max_wait)) => {
+            config.insert("enable_exponential_backoff".into(), json!(true));
+            config.insert("exponential_backoff_multiplier".into(), json!(multiplier));
+            config.insert(
+                "exponential_max_wait_duration".into(),
+                json!(duration(max_wait)),
+            );
+        }
+        None => {
+            config.insert("enable_exponential_backoff".into(), json!(false));
+        }
+    }
+    let factor = c.randomized_wait_factor();
+    config.insert("enable_randomized_wait".into(), json!(factor > 0.0));
+    if factor > 0.0 {
+        config.insert("randomized_wait_factor".into(), json!(factor));
+    }
+    config.insert("retry_on_rejection".into(), json!(c.retry_on_rejection()));
+    instance(
+        "retry",
+        retry.name(),
+        "ready",
+        json!({
+            "successful_calls_without_retry": m.number_of_successful_calls_without_retry_attempt(),
+            "successful_calls_with_retry": m.number_of_successful_calls_with_retry_attempt(),
+            "failed_calls_without_retry": m.number_of_failed_calls_without_retry_attempt(),
+            "failed_calls_with_retry": m.number_of_failed_calls_with_retry_attempt(),
+        }),
+        Value::Object(config),
+    )
+}
+
+fn breakers(registry: &Registry) -> Vec<Value> {
+    registry
+        .circuit_breakers()
+        .iter()
+        .map(|b| breaker(b))
+        .collect()
+}
+
+fn breaker(breaker: &CircuitBreaker) -> Value {
+    let m = breaker.metrics();
+    let c = breaker.config();
+    let (window_type, window_size) = match c.sliding_window() {
+        SlidingWindow::CountBased(calls) => ("count_based", calls),
+        SlidingWindow::TimeBased(seconds) => ("time_based", seconds),
+    };
+    let mut config = Map::new();
+    let mut set = |key: &str, value: Value| {
+        config.insert(key.to_owned(), value);
+    };
+    set("failure_rate_threshold", json!(c.failure_rate_threshold()));
+    set(
+        "slow_call_rate_threshold",
+        json!(c.slow_call_rate_threshold()),
+    );
+    set(
+        "slow_call_duration_threshold",
+        json!(duration(c.slow_call_duration_threshold())),
+    );
+    set("sliding_window_type", json!(window_type));
+    set("sliding_window_size", json!(window_size));
+    set(
+        "minimum_number_of_calls",
+        json!(c.minimum_number_of_calls()),
+    );
+    set(
+        "wait_duration_in_open_state",
+        json!(duration(c.wait_duration_in_open_state())),
+    );
+    match c.open_state_backoff() {
+        Some(backoff) => {
+            set("enable_exponential_backoff", json!(true));
+            set(
+                "exponential_backoff_multiplier",
+                json!(backoff.multiplier()),
+            );
+            set(
+                "exponential_max_wait_duration_in_open_state",
+                json!(duration(backoff.max_wait())),
+            );
+        }
+        None => set("enable_exponential_backoff", json!(false)),
+    }
+    set(
+        "automatic_transition_from_open_to_half_open_enabled",
+        json!(c.automatic_transition_from_open_to_half_open()),
+    );
+    set(
+        "permitted_number_of_calls_in_half_open_state",
+        json!(c.permitted_calls_in_half_open_state()),
+    );
+    set(
+        "max_wait_duration_in_half_open_state",
+        json!(duration(c.max_wait_duration_in_half_open_state())),
+    );
+    set("record_rejections", json!(c.record_rejections()));
+    set("initial_state", json!(c.initial_state().as_str()));
+    let mut value = instance(
+        "circuit_breaker",
+        breaker.name(),
+        breaker.state().as_str(),
+        json!({
+            "failure_rate": m.failure_rate(),
+            "slow_call_rate": m.slow_call_rate(),
+            "number_of_buffered_calls": m.number_of_buffered_calls(),
+            "number_of_successful_calls": m.number_of_successful_calls(),
+            "number_of_failed_calls": m.number_of_failed_calls(),
+            "number_of_slow_calls": m.number_of_slow_calls(),
+            "number_of_slow_successful_calls": m.number_of_slow_successful_calls(),
+            "number_of_slow_failed_calls": m.number_of_slow_failed_calls(),
+            "number_of_not_permitted_calls": m.number_of_not_permitted_calls(),
+            "total_successful_calls": m.total_successful_calls(),
+            "total_failed_calls": m.total_failed_calls(),
+            "total_ignored_calls": m.total_ignored_calls(),
+            "total_not_permitted_calls": m.total_not_permitted_calls(),
+        }),
+        Value::Object(config),
+    );
+    value["remaining_open_time_ms"] = json!(breaker
+        .remaining_open_time()
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)));
+    value
+}
+
+fn time_limiters(registry: &Registry) -> Vec<Value> {
+    registry
+        .time_limiters()
+        .iter()
+        .map(|l| time_limiter(l))
+        .collect()
+}
+
+fn time_limiter(limiter: &TimeLimiter) -> Value {
+    let m = limiter.metrics();
+    let c = limiter.config();
+    instance(
+        "time_limiter",
+        limiter.name(),
+        "ready",
+        json!({
+            "successful_calls": m.number_of_successful_calls(),
+            "failed_calls": m.number_of_failed_calls(),
+            "timed_out_calls": m.number_of_timed_out_calls(),
+        }),
+        json!({
+            "timeout_duration": duration(c.timeout_duration()),
+            "cancel_running_future": c.cancel_running_future(),
+        }),
+    )
+}
+
+fn call_sites(registry: &Registry) -> Vec<Value> {
+    registry
+        .call_sites()
+        .into_iter()
+        .map(|site| call_site(registry, site))
+        .collect()
+}
+
+fn call_site(registry: &Registry, site: &CallSite) -> Value {
+    // In execution order, as this registry's precedence sorts them; a site whose guard list is
+    // refused (the same aspect twice) shows its guards as declared.
+    let guards: Vec<Value> = match registry.plan(site.guards()) {
+        Ok(plan) => plan
+            .guards()
+            .map(|(aspect, name)| {
+                json!({
+                    "aspect": aspect.as_str(),
+                    "name": name.as_str(),
+                    "precedence": registry.precedence_of(aspect),
+                })
+            })
+            .collect(),
+        Err(_) => site
+            .guards()
+            .iter()
+            .map(|g| json!({ "aspect": g.aspect().as_str(), "name": g.name() }))
+            .collect(),
+    };
+    json!({
+        "module_path": site.module_path(),
+        "function": site.function(),
+        "file": site.file(),
+        "line": site.line(),
+        "guards": guards,
+    })
+}
+
+fn events(registry: &Registry, limit: Option<usize>) -> Vec<Value> {
+    let events = registry.recent_events();
+    let skip = limit.map_or(0, |limit| events.len().saturating_sub(limit));
+    events.iter().skip(skip).map(event).collect()
+}
+
+fn event(event: &RecentEvent) -> Value {
+    let at = event
+        .at()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    json!({
+        "at_unix_ms": at,
+        "aspect": event.aspect().as_str(),
+        "name": event.name().as_str(),
+        "kind": event.kind(),
+        "message": event.message(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_written_in_the_largest_whole_unit() {
+        for (d, text) in [
+            (Duration::ZERO, "0s"),
+            (Duration::from_millis(500), "500ms"),
+            (Duration::from_secs(10), "10s"),
+            (Duration::from_secs(90), "90s"),
+            (Duration::from_secs(120), "2m"),
+            (Duration::from_secs(7_200), "2h"),
+            (Duration::from_secs(86_400), "1d"),
+            (Duration::from_micros(1_500), "1500us"),
+            (Duration::from_nanos(7), "7ns"),
+        ] {
+            assert_eq!(duration(d), text);
+        }
+    }
+
+    #[test]
+    fn breaker_states_are_snake_case_in_the_report() {
+        let registry = Registry::new();
+        let breaker = registry.circuit_breaker("unit");
+        breaker.transition_to_forced_open_state();
+        assert_eq!(report(&registry)["instances"][0]["state"], "forced_open");
+        breaker.transition_to_half_open_state().unwrap();
+        let report = report(&registry);
+        assert_eq!(report["instances"][0]["state"], "half_open");
+        assert_eq!(report["precedence"][0], "bulkhead");
+    }
+
+    #[test]
+    fn a_limit_is_a_number() {
+        let uri = |s: &str| s.parse::<Uri>().unwrap();
+        assert_eq!(limit(&uri("/events")), Ok(None));
+        assert_eq!(limit(&uri("/events?limit=5")), Ok(Some(5)));
+        assert!(limit(&uri("/events?limit=many")).is_err());
+    }
+}
