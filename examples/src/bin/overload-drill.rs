@@ -45,6 +45,10 @@ struct Args {
     /// Also write the results as JSON to PATH
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
+    /// Also draw the runs as an SVG image to PATH: calls per second by outcome, the breaker's
+    /// open time shaded
+    #[arg(long, value_name = "PATH")]
+    svg: Option<PathBuf>,
     /// Take the guards' numbers from the `orders` instances of a configuration file, such as
     /// examples/config/incident.toml (the layouts still set precedence and what they compare)
     #[arg(long, value_name = "PATH")]
@@ -259,6 +263,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
         println!("\nwrote {}", path.display());
+    }
+    if let Some(path) = &args.svg {
+        if let Err(e) = std::fs::write(path, report.svg()) {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+        println!("wrote {}", path.display());
     }
     println!("\nwall time: {:.1} s", started.elapsed().as_secs_f64());
     if report.reconciles() {

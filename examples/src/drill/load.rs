@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use resilience_runtime::{CircuitBreakerEvent, CircuitState, Registry, Rejected, RetryEvent};
 
 use super::downstream::{Downstream, Work};
-use super::report::{Attempts, BreakerSummary, Counts, Latencies, RunReport};
+use super::report::{Attempts, BreakerSummary, Counts, Latencies, RunReport, Sample};
 use super::rng::SplitMix64;
 use super::service::{Order, OrderError, OrderService, ORDERS};
 use super::{DrillConfig, DrillError, Layout, Observer, Progress};
@@ -311,15 +311,24 @@ pub(crate) async fn run_layout(
     };
     tokio::pin!(all_done);
     let mut ticks = tokio::time::interval(Duration::from_millis(100));
+    let mut timeline = Vec::new();
     let stats = loop {
         tokio::select! {
             stats = &mut all_done => break stats,
-            _ = ticks.tick() => observer.progress(layout, &Progress {
-                elapsed: started.elapsed(),
-                duration: config.duration,
-                counts: live.snapshot(),
-                breaker: breaker.state(),
-            }),
+            _ = ticks.tick() => {
+                let sample = Sample {
+                    elapsed: started.elapsed(),
+                    counts: live.snapshot(),
+                    breaker: breaker.state(),
+                };
+                timeline.push(sample);
+                observer.progress(layout, &Progress {
+                    elapsed: sample.elapsed,
+                    duration: config.duration,
+                    counts: sample.counts,
+                    breaker: sample.breaker,
+                });
+            }
         }
     };
     let finished = Instant::now();
@@ -333,7 +342,7 @@ pub(crate) async fn run_layout(
         latencies.merge(caller.latencies);
     }
     let bulkhead_metrics = bulkhead.metrics();
-    Ok(RunReport::new(
+    let mut report = RunReport::new(
         layout,
         counts,
         latencies,
@@ -350,5 +359,7 @@ pub(crate) async fn run_layout(
             handler_runs: service.attempts(),
             cut_off: time_limiter.metrics().number_of_timed_out_calls() - cut_off_before,
         },
-    ))
+    );
+    report.timeline = timeline;
+    Ok(report)
 }

@@ -34,6 +34,7 @@
 mod config;
 mod downstream;
 mod load;
+mod plot;
 mod report;
 mod rng;
 mod service;
@@ -46,7 +47,7 @@ use resilience_runtime::{Aspect, CircuitState, Registry};
 
 pub use config::{DrillConfig, DrillConfigError};
 pub use downstream::{Downstream, DownstreamError, Work};
-pub use report::{Attempts, Counts, DrillReport, LatencySummary, RunReport};
+pub use report::{Attempts, Counts, DrillReport, LatencySummary, RunReport, Sample};
 pub use rng::SplitMix64;
 pub use service::{Order, OrderError, OrderId, OrderService, ORDERS};
 

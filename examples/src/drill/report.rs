@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use resilience_runtime::CircuitState;
 use serde_json::{json, Value};
 
 use super::load::Outcome;
@@ -197,6 +198,20 @@ pub struct RunReport {
     pub bulkhead_counted_rejections: u64,
     /// How often the calls were attempted.
     pub attempts: Attempts,
+    /// The outcomes so far and the breaker's state, about every 100 ms from the start: the
+    /// run over time, for a plot (`DrillReport::svg`).
+    pub timeline: Vec<Sample>,
+}
+
+/// A reading of a run as it went: the outcomes so far, and the breaker's state.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sample {
+    /// Time since the layout started.
+    pub elapsed: Duration,
+    /// The outcomes of the calls ended so far.
+    pub counts: Counts,
+    /// The breaker's state then.
+    pub breaker: CircuitState,
 }
 
 impl RunReport {
@@ -235,6 +250,7 @@ impl RunReport {
             not_permitted_latency: LatencySummary::of(&mut latencies.not_permitted),
             bulkhead_counted_rejections,
             attempts,
+            timeline: Vec::new(),
         }
     }
 
@@ -348,6 +364,16 @@ impl RunReport {
             "all_five_aspects": self.layout.all_five(),
             "record_rejections": self.layout.records_rejections(),
             "fair_call_handling": self.layout.fair_call_handling(),
+            "timeline": self.timeline.iter().map(|s| json!({
+                "t_ms": s.elapsed.as_millis() as u64,
+                "succeeded": s.counts.succeeded,
+                "failed": s.counts.failed,
+                "rejected_bulkhead": s.counts.rejected_bulkhead,
+                "not_permitted": s.counts.not_permitted,
+                "rate_limited": s.counts.rate_limited,
+                "timed_out": s.counts.timed_out,
+                "breaker": s.breaker.as_str(),
+            })).collect::<Vec<_>>(),
             "latency": {
                 "succeeded": LatencySummary::json(self.succeeded_latency),
                 "failed": LatencySummary::json(self.failed_latency),

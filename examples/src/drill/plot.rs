@@ -1,0 +1,287 @@
+//! [`DrillReport::svg`]: the drill as a picture, one panel per layout, calls per second by
+//! outcome over the run, with the time the breaker refused calls shaded.
+//!
+//! Written as SVG by hand rather than with `plotters`: plotters lays its text out with a font
+//! it has to load (the system's through font-kit, which needs fontconfig to build, or a font
+//! file kept in the repository), while an SVG names its font and lets the viewer draw it. The
+//! picture is a few polylines, rectangles and labels.
+
+use std::fmt::Write as _;
+
+use resilience_runtime::CircuitState;
+
+use super::report::{DrillReport, RunReport, Sample};
+
+const WIDTH: f64 = 960.0;
+const PANEL: f64 = 170.0;
+const TOP: f64 = 56.0;
+const LEFT: f64 = 64.0;
+const RIGHT: f64 = 16.0;
+const PLOT_HEIGHT: f64 = 110.0;
+/// Samples averaged for a rate (about half a second).
+const SMOOTHING: usize = 5;
+
+/// A series: its label, its colour, and what it counts in a sample.
+type Series = (&'static str, &'static str, fn(&Sample) -> u64);
+
+/// The series, each an outcome of a call.
+const SERIES: [Series; 4] = [
+    ("succeeded", "#2e7d32", |s| s.counts.succeeded),
+    ("shed by the bulkhead or the rate limiter", "#ef6c00", |s| {
+        s.counts.rejected_bulkhead + s.counts.rate_limited
+    }),
+    ("refused by the breaker", "#c62828", |s| {
+        s.counts.not_permitted
+    }),
+    ("failed or timed out", "#616161", |s| {
+        s.counts.failed + s.counts.timed_out
+    }),
+];
+
+impl DrillReport {
+    /// The drill as an SVG image: one panel per layout, in the order they ran, each the calls
+    /// per second that ended in each outcome (averaged over half a second), on one scale for
+    /// every panel, with the time the breaker was open shaded red (half-open: yellow).
+    pub fn svg(&self) -> String {
+        let rates: Vec<Vec<Vec<(f64, f64)>>> = self.runs.iter().map(rates_of).collect();
+        let top_rate = rates
+            .iter()
+            .flatten()
+            .flatten()
+            .map(|&(_, rate)| rate)
+            .fold(1.0, f64::max);
+        let y_max = nice_ceiling(top_rate);
+        let x_max = self
+            .runs
+            .iter()
+            .map(|r| r.elapsed.as_secs_f64())
+            .fold(1.0, f64::max);
+        let height = TOP + PANEL * self.runs.len() as f64 + 8.0;
+        let mut svg = String::new();
+        let _ = write!(
+            svg,
+            r##"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="#ffffff"/>
+<text x="{LEFT}" y="20" font-size="15" font-weight="bold">overload drill: the same load against each layout ({} callers, seed {})</text>
+"##,
+            self.config.callers, self.config.seed
+        );
+        let mut x = LEFT;
+        for (label, colour, _) in SERIES {
+            let _ = writeln!(
+                svg,
+                r#"<rect x="{x}" y="32" width="14" height="4" fill="{colour}"/><text x="{}" y="38">{label}</text>"#,
+                x + 18.0
+            );
+            x += 30.0 + 6.5 * label.len() as f64;
+        }
+        let _ = writeln!(
+            svg,
+            r##"<rect x="{x}" y="29" width="14" height="10" fill="#ffcdd2"/><text x="{}" y="38">breaker open</text>"##,
+            x + 18.0
+        );
+        for (i, (run, series)) in self.runs.iter().zip(&rates).enumerate() {
+            panel(&mut svg, TOP + PANEL * i as f64, run, series, x_max, y_max);
+        }
+        svg.push_str("</svg>\n");
+        svg
+    }
+}
+
+/// Per series, `(seconds, calls per second)` points of `run`.
+fn rates_of(run: &RunReport) -> Vec<Vec<(f64, f64)>> {
+    let samples = &run.timeline;
+    SERIES
+        .iter()
+        .map(|(_, _, count)| {
+            (SMOOTHING..samples.len())
+                .map(|i| {
+                    let (from, to) = (&samples[i - SMOOTHING], &samples[i]);
+                    let seconds = (to.elapsed - from.elapsed).as_secs_f64().max(1e-9);
+                    let calls = count(to).saturating_sub(count(from)) as f64;
+                    let middle = (from.elapsed + to.elapsed).as_secs_f64() / 2.0;
+                    (middle, calls / seconds)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// 1, 2 or 5 times a power of ten, at least `value`.
+fn nice_ceiling(value: f64) -> f64 {
+    let power = 10f64.powf(value.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * power)
+        .find(|v| *v >= value)
+        .unwrap_or(10.0 * power)
+}
+
+fn panel(
+    svg: &mut String,
+    top: f64,
+    run: &RunReport,
+    series: &[Vec<(f64, f64)>],
+    x_max: f64,
+    y_max: f64,
+) {
+    let plot_top = top + 24.0;
+    let plot_width = WIDTH - LEFT - RIGHT;
+    let x_of = |seconds: f64| LEFT + plot_width * seconds / x_max;
+    let y_of = |rate: f64| plot_top + PLOT_HEIGHT * (1.0 - rate / y_max);
+    let _ = writeln!(
+        svg,
+        r##"<text x="{LEFT}" y="{}" font-weight="bold">{}</text><text x="{}" y="{}" fill="#555555">{} · {:.0} ok/s</text>"##,
+        top + 14.0,
+        run.layout.name(),
+        LEFT + 190.0,
+        top + 14.0,
+        escape(run.layout.describe()),
+        run.throughput()
+    );
+    // The breaker's refusing spans, from the samples' states.
+    let mut span: Option<(f64, &str)> = None;
+    let close = |svg: &mut String, from: f64, to: f64, fill: &str| {
+        let _ = writeln!(
+            svg,
+            r#"<rect x="{:.1}" y="{plot_top}" width="{:.1}" height="{PLOT_HEIGHT}" fill="{fill}"/>"#,
+            x_of(from),
+            (x_of(to) - x_of(from)).max(0.5)
+        );
+    };
+    for sample in &run.timeline {
+        let t = sample.elapsed.as_secs_f64();
+        let fill = match sample.breaker {
+            CircuitState::Open | CircuitState::ForcedOpen => Some("#ffcdd2"),
+            CircuitState::HalfOpen => Some("#fff3c4"),
+            CircuitState::Closed | CircuitState::Disabled | CircuitState::MetricsOnly => None,
+        };
+        match (span, fill) {
+            (Some((_, open)), Some(now)) if open == now => {}
+            (Some((from, open)), _) => {
+                close(svg, from, t, open);
+                span = fill.map(|f| (t, f));
+            }
+            (None, Some(now)) => span = Some((t, now)),
+            (None, None) => {}
+        }
+    }
+    if let (Some((from, open)), Some(last)) = (span, run.timeline.last()) {
+        close(svg, from, last.elapsed.as_secs_f64(), open);
+    }
+    // Axes, the scale, the end of the offered load.
+    let bottom = plot_top + PLOT_HEIGHT;
+    let _ = writeln!(
+        svg,
+        r##"<line x1="{LEFT}" y1="{bottom}" x2="{}" y2="{bottom}" stroke="#999999"/><line x1="{LEFT}" y1="{plot_top}" x2="{LEFT}" y2="{bottom}" stroke="#999999"/>
+<text x="{}" y="{}" text-anchor="end">{y_max:.0}/s</text><text x="{}" y="{bottom}" text-anchor="end">0</text>
+<line x1="{:.1}" y1="{plot_top}" x2="{:.1}" y2="{bottom}" stroke="#999999" stroke-dasharray="3 3"/>"##,
+        WIDTH - RIGHT,
+        LEFT - 6.0,
+        plot_top + 10.0,
+        LEFT - 6.0,
+        x_of(run.duration.as_secs_f64()),
+        x_of(run.duration.as_secs_f64()),
+    );
+    let step = if x_max > 30.0 { 10.0 } else { 2.0 };
+    let mut tick = 0.0;
+    while tick <= x_max {
+        let _ = writeln!(
+            svg,
+            r##"<text x="{:.1}" y="{}" text-anchor="middle" fill="#555555">{tick:.0} s</text>"##,
+            x_of(tick),
+            bottom + 14.0
+        );
+        tick += step;
+    }
+    for ((_, colour, _), points) in SERIES.iter().zip(series) {
+        if points.is_empty() {
+            continue;
+        }
+        let mut line = String::new();
+        for &(t, rate) in points {
+            let _ = write!(line, "{:.1},{:.1} ", x_of(t), y_of(rate.min(y_max)));
+        }
+        let _ = writeln!(
+            svg,
+            r#"<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{}"/>"#,
+            line.trim_end()
+        );
+    }
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::drill::report::{BreakerSummary, Latencies};
+    use crate::drill::{Attempts, Counts, DrillConfig, Layout};
+
+    fn run(layout: Layout, open_from: u64) -> RunReport {
+        let mut report = RunReport::new(
+            layout,
+            Counts::default(),
+            Latencies::default(),
+            BreakerSummary {
+                first_open: None,
+                openings: 0,
+                open_time: Duration::ZERO,
+            },
+            Duration::from_secs(2),
+            Duration::from_secs(2),
+            0,
+            Attempts::default(),
+        );
+        report.timeline = (0..20u64)
+            .map(|i| Sample {
+                elapsed: Duration::from_millis(100 * i),
+                counts: Counts {
+                    succeeded: 30 * i,
+                    not_permitted: 10 * i,
+                    ..Counts::default()
+                },
+                breaker: if i >= open_from {
+                    CircuitState::Open
+                } else {
+                    CircuitState::Closed
+                },
+            })
+            .collect();
+        report
+    }
+
+    #[test]
+    fn each_layout_is_a_panel_of_its_outcomes_with_the_open_breaker_shaded() {
+        let report = DrillReport {
+            config: DrillConfig::quick(),
+            runs: vec![run(Layout::Incident, 10), run(Layout::BulkheadFirst, 99)],
+        };
+        let svg = report.svg();
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
+        assert!(svg.contains(">incident-layout<") && svg.contains(">bulkhead-first<"));
+        assert_eq!(svg.matches("<polyline").count(), 2 * SERIES.len());
+        // One open span, in the incident's panel only.
+        assert_eq!(
+            svg.matches(r##"fill="#ffcdd2"/>"##).count(),
+            2,
+            "the span and the legend"
+        );
+        // 30 successes per 100 ms: 300 per second, on a scale of 500.
+        assert!(svg.contains(">500/s<"), "{svg}");
+    }
+
+    #[test]
+    fn the_scale_is_one_two_or_five_times_a_power_of_ten() {
+        assert_eq!(nice_ceiling(300.0), 500.0);
+        assert_eq!(nice_ceiling(1_000.0), 1_000.0);
+        assert_eq!(nice_ceiling(1_001.0), 2_000.0);
+        assert_eq!(nice_ceiling(7.0), 10.0);
+    }
+}
