@@ -40,8 +40,9 @@ const SERIES: [Series; 4] = [
 
 impl DrillReport {
     /// The drill as an SVG image: one panel per layout, in the order they ran, each the calls
-    /// per second that ended in each outcome (averaged over half a second), on one scale for
-    /// every panel, with the time the breaker was open shaded red (half-open: yellow).
+    /// per second that ended in each outcome (averaged over half a second), on one logarithmic
+    /// scale for every panel (a refused call returns at once, so refusals run at ten times the
+    /// rate of successes), with the time the breaker was open shaded red (half-open: yellow).
     pub fn svg(&self) -> String {
         let rates: Vec<Vec<Vec<(f64, f64)>>> = self.runs.iter().map(rates_of).collect();
         let top_rate = rates
@@ -50,7 +51,7 @@ impl DrillReport {
             .flatten()
             .map(|&(_, rate)| rate)
             .fold(1.0, f64::max);
-        let y_max = nice_ceiling(top_rate);
+        let y_max = power_ceiling(top_rate);
         let x_max = self
             .runs
             .iter()
@@ -107,14 +108,12 @@ fn rates_of(run: &RunReport) -> Vec<Vec<(f64, f64)>> {
         .collect()
 }
 
-/// 1, 2 or 5 times a power of ten, at least `value`.
-fn nice_ceiling(value: f64) -> f64 {
-    let power = 10f64.powf(value.log10().floor());
-    [1.0, 2.0, 5.0, 10.0]
-        .into_iter()
-        .map(|m| m * power)
-        .find(|v| *v >= value)
-        .unwrap_or(10.0 * power)
+/// The lowest rate the scale shows; below it, a line runs along the bottom.
+const FLOOR: f64 = 10.0;
+
+/// The power of ten at or above `value`, at least 100.
+fn power_ceiling(value: f64) -> f64 {
+    10f64.powf(value.log10().ceil()).max(FLOOR * 10.0)
 }
 
 fn panel(
@@ -128,16 +127,19 @@ fn panel(
     let plot_top = top + 24.0;
     let plot_width = WIDTH - LEFT - RIGHT;
     let x_of = |seconds: f64| LEFT + plot_width * seconds / x_max;
-    let y_of = |rate: f64| plot_top + PLOT_HEIGHT * (1.0 - rate / y_max);
+    let decades = (y_max / FLOOR).log10();
+    let y_of = |rate: f64| {
+        plot_top + PLOT_HEIGHT * (1.0 - (rate.max(FLOOR) / FLOOR).log10() / decades)
+    };
     let _ = writeln!(
         svg,
-        r##"<text x="{LEFT}" y="{}" font-weight="bold">{}</text><text x="{}" y="{}" fill="#555555">{} · {:.0} ok/s</text>"##,
+        r##"<text x="{LEFT}" y="{}" font-weight="bold">{}</text><text x="{}" y="{}" fill="#555555" font-size="11">{:.0} ok/s · {}</text>"##,
         top + 14.0,
         run.layout.name(),
-        LEFT + 190.0,
+        LEFT + 160.0,
         top + 14.0,
-        escape(run.layout.describe()),
-        run.throughput()
+        run.throughput(),
+        escape(run.layout.describe())
     );
     // The breaker's refusing spans, from the samples' states.
     let mut span: Option<(f64, &str)> = None;
@@ -174,15 +176,23 @@ fn panel(
     let _ = writeln!(
         svg,
         r##"<line x1="{LEFT}" y1="{bottom}" x2="{}" y2="{bottom}" stroke="#999999"/><line x1="{LEFT}" y1="{plot_top}" x2="{LEFT}" y2="{bottom}" stroke="#999999"/>
-<text x="{}" y="{}" text-anchor="end">{y_max:.0}/s</text><text x="{}" y="{bottom}" text-anchor="end">0</text>
 <line x1="{:.1}" y1="{plot_top}" x2="{:.1}" y2="{bottom}" stroke="#999999" stroke-dasharray="3 3"/>"##,
         WIDTH - RIGHT,
-        LEFT - 6.0,
-        plot_top + 10.0,
-        LEFT - 6.0,
         x_of(run.duration.as_secs_f64()),
         x_of(run.duration.as_secs_f64()),
     );
+    let mut rate = FLOOR;
+    while rate <= y_max * 1.0001 {
+        let y = y_of(rate);
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#eeeeee"/><text x="{}" y="{:.1}" text-anchor="end" fill="#555555">{rate:.0}/s</text>"##,
+            WIDTH - RIGHT,
+            LEFT - 6.0,
+            y + 4.0
+        );
+        rate *= 10.0;
+    }
     let step = if x_max > 30.0 { 10.0 } else { 2.0 };
     let mut tick = 0.0;
     while tick <= x_max {
@@ -273,15 +283,16 @@ mod tests {
             2,
             "the span and the legend"
         );
-        // 30 successes per 100 ms: 300 per second, on a scale of 500.
-        assert!(svg.contains(">500/s<"), "{svg}");
+        // 30 successes per 100 ms: 300 per second, on a scale of 10 to 1000.
+        assert!(svg.contains(">10/s<") && svg.contains(">1000/s<"), "{svg}");
+        assert!(!svg.contains(">10000/s<"), "{svg}");
     }
 
     #[test]
-    fn the_scale_is_one_two_or_five_times_a_power_of_ten() {
-        assert_eq!(nice_ceiling(300.0), 500.0);
-        assert_eq!(nice_ceiling(1_000.0), 1_000.0);
-        assert_eq!(nice_ceiling(1_001.0), 2_000.0);
-        assert_eq!(nice_ceiling(7.0), 10.0);
+    fn the_scale_ends_at_a_power_of_ten() {
+        assert_eq!(power_ceiling(300.0), 1_000.0);
+        assert_eq!(power_ceiling(1_000.0), 1_000.0);
+        assert_eq!(power_ceiling(1_001.0), 10_000.0);
+        assert_eq!(power_ceiling(7.0), 100.0);
     }
 }
