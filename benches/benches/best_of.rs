@@ -362,6 +362,64 @@ fn round(mut call: impl FnMut()) -> f64 {
     start.elapsed().as_nanos() as f64 / f64::from(CALLS)
 }
 
+/// The two-gate sync call with no metrics exporter, and with the Prometheus recorder installed
+/// and a scraper calling `Registry::record_metrics` and rendering every millisecond on another
+/// thread (far more often than a Prometheus server scrapes, so that many rounds overlap one).
+/// A scrape is intermittent, so the mean of the rounds is printed beside the best: the best
+/// round may have run between two scrapes.
+fn metrics_on_and_off(rounds: usize) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let registry = Registry::global();
+    let plan = registry
+        .plan(&[
+            Guard::bulkhead("best-of"),
+            Guard::circuit_breaker("best-of"),
+        ])
+        .expect("plan");
+    let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .expect("the only recorder of this process");
+    let scraping = Arc::new(AtomicBool::new(false));
+    let scrapes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    {
+        let (scraping, scrapes) = (Arc::clone(&scraping), Arc::clone(&scrapes));
+        std::thread::spawn(move || loop {
+            if scraping.load(Ordering::Relaxed) {
+                registry.record_metrics();
+                black_box(handle.render());
+                scrapes.fetch_add(1, Ordering::Relaxed);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        });
+    }
+    let call = || drop(black_box(&plan).call(|| Ok::<u32, CallError>(black_box(1) + 1)));
+    let (mut best, mut sum) = ([f64::MAX; 2], [0.0; 2]);
+    for _ in 0..rounds {
+        let off = round(call);
+        scraping.store(true, Ordering::Relaxed);
+        let on = round(call);
+        scraping.store(false, Ordering::Relaxed);
+        for (i, time) in [off, on].into_iter().enumerate() {
+            best[i] = best[i].min(time);
+            sum[i] += time;
+        }
+    }
+    println!(
+        "\nthe two-gate sync call without metrics and while scraped every ms ({} scrapes), {rounds} rounds: best and mean ns per call",
+        scrapes.load(Ordering::Relaxed)
+    );
+    for (i, name) in ["metrics_off", "metrics_scraped"].into_iter().enumerate() {
+        println!("{name:20} {:6.1} {:6.1}", best[i], sum[i] / rounds as f64);
+    }
+    println!(
+        "ratio scraped / off: best {:.2}x, mean {:.2}x",
+        best[1] / best[0],
+        sum[1] / sum[0]
+    );
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; a number among the arguments is the count of rounds.
     let rounds: usize = std::env::args()
@@ -419,6 +477,8 @@ fn main() {
     breaker_alone(rounds);
 
     five_aspects(rounds);
+
+    metrics_on_and_off(rounds);
 
     // `scaling_window`'s cases: one successful call through a closed breaker with the default
     // 60 s slow-call rule (timed with the coarse clock on Linux), by window size.

@@ -128,9 +128,8 @@ fn panel(
     let plot_width = WIDTH - LEFT - RIGHT;
     let x_of = |seconds: f64| LEFT + plot_width * seconds / x_max;
     let decades = (y_max / FLOOR).log10();
-    let y_of = |rate: f64| {
-        plot_top + PLOT_HEIGHT * (1.0 - (rate.max(FLOOR) / FLOOR).log10() / decades)
-    };
+    let y_of =
+        |rate: f64| plot_top + PLOT_HEIGHT * (1.0 - (rate.max(FLOOR) / FLOOR).log10() / decades);
     let _ = writeln!(
         svg,
         r##"<text x="{LEFT}" y="{}" font-weight="bold">{}</text><text x="{}" y="{}" fill="#555555" font-size="11">{:.0} ok/s · {}</text>"##,
