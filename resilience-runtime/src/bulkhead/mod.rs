@@ -449,14 +449,22 @@ impl Bulkhead {
         self.subscribers.remove(id)
     }
 
+    /// Delivers a refusal's event: out of line, so that the refusal inlined into every guarded
+    /// call stays the size it is without subscribers.
+    #[cold]
+    #[inline(never)]
+    fn tell_rejected(&self, waited: Duration) {
+        self.subscribers.deliver([BulkheadEvent::CallRejected {
+            name: self.name.clone(),
+            waited,
+        }]);
+    }
+
     #[cold]
     fn reject(&self, waited: Duration) -> Rejected {
         self.semaphore.count_rejected();
         if self.subscribers.any() {
-            self.subscribers.deliver([BulkheadEvent::CallRejected {
-                name: self.name.clone(),
-                waited,
-            }]);
+            self.tell_rejected(waited);
         }
         Rejected::BulkheadFull {
             name: self.name.clone(),
