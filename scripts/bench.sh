@@ -6,6 +6,6 @@
 # of the other workspace members) stays off.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo bench -p resilience-benches --bench peers -- "$@"
+cargo bench -p resilience-benches --features peers --bench peers -- "$@"
 echo
 cargo bench-table

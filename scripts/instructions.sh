@@ -94,7 +94,7 @@ if (($# > 0)); then
     done
 fi
 
-cargo build --quiet --release -p resilience-benches --bin instructions
+cargo build --quiet --release -p resilience-benches --features peers --bin instructions
 target_dir=${CARGO_TARGET_DIR:-target}
 bin="$target_dir/release/instructions"
 

@@ -1,7 +1,7 @@
 //! The whole guarded call, measured as the best of many short rounds instead of a median:
 //! on a shared machine whose load moves while it runs, the fastest round of each case is the
 //! steadiest figure to compare cases by (the cases are interleaved round by round, so each
-//! sees the same quiet moments). `cargo bench -p resilience-benches --bench best_of [rounds]`.
+//! sees the same quiet moments). `cargo bench -p resilience-benches --features peers --bench best_of [rounds]`.
 //! Criterion's medians (`peers.rs`) are the published table; this is the cross-check, for the
 //! whole guarded call (two gates, and all five aspects), and for the breaker's closed path by
 //! window size.

@@ -92,7 +92,7 @@ fn main() {
     collect(&root, &mut found);
     if found.is_empty() {
         eprintln!(
-            "no criterion results under {}; run `cargo bench -p resilience-benches` first",
+            "no criterion results under {}; run `scripts/bench.sh` (or `cargo bench -p resilience-benches --features peers`) first",
             root.display()
         );
         std::process::exit(1);
