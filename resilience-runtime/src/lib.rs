@@ -1,6 +1,6 @@
 // The README is the crate's documentation, its examples tested; one of them loads a file, so
 // without the `toml` feature the crate documents itself in one line instead.
-#![cfg_attr(feature = "toml", doc = include_str!("../../README.md"))]
+#![cfg_attr(feature = "toml", doc = include_str!("../README.md"))]
 #![cfg_attr(
     not(feature = "toml"),
     doc = "Fault-tolerance guards run in a declared order; see the README."
@@ -8,9 +8,12 @@
 // Denied everywhere but two audited spots, each allowed item by item with a `// SAFETY:` note:
 // the breaker's spin lock (`sync::SpinLock`) and the coarse clock's `libc` calls (`clock`).
 #![deny(unsafe_code)]
+// docs.rs marks each item with the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod aspect;
 #[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod axum;
 pub mod bulkhead;
 mod call;
@@ -18,6 +21,7 @@ mod call_site;
 pub mod circuit_breaker;
 mod clock;
 #[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub mod document;
 mod error;
 mod gate;
@@ -52,6 +56,7 @@ pub use circuit_breaker::{
 };
 pub use clock::{Clock, ManualClock};
 #[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub use document::{Changes, ConfigDocument, DocumentError};
 pub use error::{ConfigError, Rejected};
 pub use name::Name;

@@ -24,6 +24,7 @@ impl Registry {
     /// // resilience_bulkhead_available_concurrent_calls{name="orders"} 25, and the rest.
     /// registry.record_metrics();
     /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn record_metrics(&self) {
         self.record_metrics_with_prefix("resilience");
     }
@@ -48,6 +49,7 @@ impl Registry {
     ///
     /// Not exported: call durations (Resilience4j's timers), which would cost every call a
     /// clock reading and a histogram update.
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn record_metrics_with_prefix(&self, prefix: &str) {
         let metric = |name: &str| format!("{prefix}_{name}");
         let named = |name: &str| vec![Label::new("name", name.to_owned())];

@@ -47,7 +47,7 @@ struct Args {
     json: Option<PathBuf>,
     /// Also draw the runs as an SVG image to PATH: calls per second by outcome, the breaker's
     /// open time shaded
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", visible_alias = "plot")]
     svg: Option<PathBuf>,
     /// Take the guards' numbers from the `orders` instances of a configuration file, such as
     /// examples/config/incident.toml (the layouts still set precedence and what they compare)
@@ -200,6 +200,11 @@ fn print_parameters(c: &DrillConfig) {
     for layout in &c.layouts {
         println!("  {:<22}{}", layout.name(), layout.describe());
     }
+    println!(
+        "  the load is closed-loop: a caller orders again as soon as its last order ends, so a\n  \
+         layout that refuses at once is offered many more calls; a layout that admits more has\n  \
+         slower successes, as more of them wait for a permit and queue for the downstream"
+    );
     println!();
 }
 
@@ -242,6 +247,18 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
         println!("guards: the `orders` instances of {}", path.display());
+    }
+
+    // Refuse what cannot run before the minute of load, not after it.
+    if let Err(e) = config.validate() {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
+    for path in [&args.json, &args.svg].into_iter().flatten() {
+        if let Err(e) = std::fs::File::create(path) {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
     }
 
     print_parameters(&config);

@@ -13,6 +13,7 @@ pub(crate) mod toml;
 mod watch;
 
 #[cfg(feature = "watch")]
+#[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
 pub use watch::FileWatcher;
 
 use std::fmt;

@@ -42,6 +42,7 @@ impl Registry {
     /// A [`DocumentError`] with the key path of the first refused value (in kind, then name
     /// order): a value a builder refuses, an unknown or cyclic `base_config`, a name that is
     /// both a configuration and an instance, a tie in the precedence table.
+    #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
     pub fn apply_document(&self, document: &ConfigDocument) -> Result<Changes, DocumentError> {
         let settings = &document.settings;
         self.change_with(|state, clock| {
@@ -136,6 +137,7 @@ impl Registry {
     /// equivalent), a value of the wrong type, a duration without a unit, or anything
     /// [`apply_document`](Self::apply_document) refuses. Nothing is applied then.
     #[cfg(feature = "toml")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "toml")))]
     pub fn load_toml(&self, text: &str) -> Result<Changes, DocumentError> {
         let parsed = crate::document::toml::parse(text)?;
         self.apply_document(&parsed.document)
@@ -150,6 +152,7 @@ impl Registry {
     /// A [`DocumentError`]: the file cannot be read, or [`load_toml`](Self::load_toml)
     /// refuses it. Nothing is applied then.
     #[cfg(feature = "toml")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "toml")))]
     pub fn load_file(&self, path: impl AsRef<Path>) -> Result<Changes, DocumentError> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|e| DocumentError::io(path, e))?;

@@ -670,6 +670,7 @@ impl Registry {
     /// # Ok::<(), resilience_runtime::IllegalStateTransition>(())
     /// ```
     #[cfg(feature = "tracing")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
     pub fn trace_events(&self) {
         let _changing = self.changing.lock().unwrap_or_else(PoisonError::into_inner);
         let state = self.state.write().unwrap_or_else(PoisonError::into_inner);
