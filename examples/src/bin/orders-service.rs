@@ -99,9 +99,32 @@ async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         listener.local_addr()?
     );
     axum::serve(listener, service::app())
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
+        .with_graceful_shutdown(shutdown())
         .await?;
     Ok(())
+}
+
+/// Resolves on Ctrl-C, or on SIGTERM (what a container runtime or systemd sends to stop a
+/// service), whichever comes first: in-flight orders then finish before the process exits.
+async fn shutdown() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            // No SIGTERM handler: wait for Ctrl-C alone.
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+    println!("shutting down: finishing the orders in flight");
 }
