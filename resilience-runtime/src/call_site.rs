@@ -237,4 +237,26 @@ impl Registry {
     pub fn validate(&self) -> Result<Validation, Validation> {
         validate(self, &all())
     }
+
+    /// [`validate`](Self::validate) for the call sites in the module `module` and its
+    /// submodules only (`my_service` takes `my_service::orders`, not `my_service_admin`): for a
+    /// binary that links guarded functions it never calls, such as a library's other tools.
+    /// A configuration is reported unused if none of these call sites uses it.
+    ///
+    /// # Errors
+    ///
+    /// A [`Validation`] as [`validate`](Self::validate)'s, of these call sites.
+    pub fn validate_module(&self, module: &str) -> Result<Validation, Validation> {
+        let within = |path: &str| {
+            path == module
+                || path
+                    .strip_prefix(module)
+                    .is_some_and(|rest| rest.starts_with("::"))
+        };
+        let sites: Vec<&'static CallSite> = all()
+            .into_iter()
+            .filter(|s| within(s.module_path))
+            .collect();
+        validate(self, &sites)
+    }
 }

@@ -55,6 +55,27 @@ fn every_guarded_function_is_listed_with_its_guards() {
 }
 
 #[test]
+fn validating_a_module_checks_its_call_sites_only() {
+    let registry = Registry::new();
+    let report = registry
+        .validate_module("macro_call_sites::billing")
+        .unwrap_err();
+    let missing: Vec<(Aspect, &str)> = report
+        .unconfigured
+        .iter()
+        .map(|u| (u.aspect, u.name.as_str()))
+        .collect();
+    assert_eq!(missing, [(Aspect::CircuitBreaker, "sites-payments")]);
+    assert_eq!(report.unconfigured[0].used_by.len(), 1, "{report}");
+    // A module name is a whole path segment: `macro_call_sites::bill` is no module here.
+    let none = registry.validate_module("macro_call_sites::bill").unwrap();
+    assert!(none.unconfigured.is_empty() && none.unused.is_empty());
+    // The crate root takes every module of it.
+    let all = registry.validate_module("macro_call_sites").unwrap_err();
+    assert_eq!(all.unconfigured.len(), 2);
+}
+
+#[test]
 fn validate_lists_unconfigured_names_and_unused_configs() {
     let registry = Registry::new();
     let report = registry.validate().unwrap_err();
