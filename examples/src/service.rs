@@ -149,6 +149,7 @@ pub fn app() -> Router {
     Router::new()
         .route("/orders", post(post_order))
         .nest("/actuator", actuator(Registry::global()))
+        .fallback(not_found)
         .route("/metrics", get(get_metrics))
 }
 
@@ -240,9 +241,26 @@ async fn downstream(_order: &Order) -> OrderId {
     OrderId(NEXT_ORDER_ID.fetch_add(1, Ordering::Relaxed))
 }
 
+/// Any other path: `404` with a JSON body, like the service's other refusals.
+async fn not_found(uri: axum::http::Uri) -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        Json(json!({ "error": "not_found", "message": format!("no route for {}", uri.path()) })),
+    )
+        .into_response()
+}
+
 /// `POST /orders`: validates the order, then runs it through [`create_order`].
 async fn post_order(body: Result<Json<Order>, JsonRejection>) -> Result<Json<Value>, Response> {
-    let Json(order) = body.map_err(IntoResponse::into_response)?;
+    // axum's own refusal of the body (malformed JSON, a missing field, no JSON content type)
+    // answered in the same JSON shape as every other 4xx of the service.
+    let Json(order) = body.map_err(|rejection| {
+        (
+            rejection.status(),
+            Json(json!({ "error": "invalid_body", "message": rejection.body_text() })),
+        )
+            .into_response()
+    })?;
     if order.item.trim().is_empty() {
         return Err(OrderError::Invalid("`item` must not be empty").into_response());
     }
