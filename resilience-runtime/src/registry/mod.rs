@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use once_cell::sync::Lazy;
 
@@ -95,13 +95,21 @@ pub struct Registry {
     /// included; `state`'s write lock is held only while the tables change (see
     /// [`Registry::change`]).
     changing: Mutex<()>,
-    /// Whether [`trace_events`](Registry::trace_events) was called: every instance created
-    /// since forwards its events. Read and written under `state`'s write lock.
+    /// Where every instance sends its rare events ([`trace_events`](Registry::trace_events),
+    /// [`keep_recent_events`](Registry::keep_recent_events)): the existing ones from when a tap
+    /// is added, the later ones from their creation. Written under `state`'s write lock, read
+    /// under it (instances are created under it), so no instance is tapped twice or missed.
+    taps: RwLock<Vec<Tap>>,
+}
+
+/// A destination of every instance's rare events.
+#[derive(Clone)]
+enum Tap {
+    /// Forwarded to `tracing`.
     #[cfg(feature = "tracing")]
-    traced: std::sync::atomic::AtomicBool,
-    /// Set by [`keep_recent_events`](Registry::keep_recent_events): every instance created
-    /// since keeps its rare events in it. Set under `state`'s write lock.
-    recent: OnceLock<Arc<EventLog>>,
+    Tracing,
+    /// Kept in a bounded log.
+    Recent(Arc<EventLog>),
 }
 
 struct State {
@@ -128,11 +136,8 @@ trait Registered: Instance + Sized {
     fn table(state: &State) -> &Kind<Self::Config, Self>;
     fn table_mut(state: &mut State) -> &mut Kind<Self::Config, Self>;
     fn make(name: Name, config: Self::Config, clock: &Clock) -> Self;
-    /// Keeps the instance's rare events in `log`.
-    fn keep_events_in(&self, log: &Arc<EventLog>);
-    /// Forwards the instance's events to `tracing`.
-    #[cfg(feature = "tracing")]
-    fn forward_events(&self);
+    /// Sends the instance's rare events to `tap`.
+    fn tap(&self, tap: &Tap);
 }
 
 static GLOBAL: Lazy<Registry> = Lazy::new(Registry::new);
@@ -162,9 +167,7 @@ impl Registry {
                 reentrancy_from_document: false,
             }),
             changing: Mutex::new(()),
-            #[cfg(feature = "tracing")]
-            traced: std::sync::atomic::AtomicBool::new(false),
-            recent: OnceLock::new(),
+            taps: RwLock::new(Vec::new()),
         }
     }
 
@@ -258,18 +261,42 @@ impl Registry {
         })
     }
 
-    /// A new instance of kind `I`, forwarding its events to `tracing` if
-    /// [`trace_events`](Self::trace_events) was called. Called under `state`'s write lock.
+    /// A new instance of kind `I`, sending its rare events to the registry's taps. Called
+    /// under `state`'s write lock.
     fn made<I: Registered>(&self, name: Name, config: I::Config, clock: &Clock) -> I {
         let instance = I::make(name, config, clock);
-        #[cfg(feature = "tracing")]
-        if self.traced.load(Ordering::Relaxed) {
-            instance.forward_events();
-        }
-        if let Some(log) = self.recent.get() {
-            instance.keep_events_in(log);
+        for tap in self
+            .taps
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            instance.tap(tap);
         }
         instance
+    }
+
+    /// Adds the tap `make` builds, unless one that `exists` says is there already, and taps
+    /// every existing instance with it.
+    fn add_tap(&self, exists: impl Fn(&Tap) -> bool, make: impl FnOnce() -> Tap) {
+        let _changing = self.changing.lock().unwrap_or_else(PoisonError::into_inner);
+        let state = self.state.write().unwrap_or_else(PoisonError::into_inner);
+        let mut taps = self.taps.write().unwrap_or_else(PoisonError::into_inner);
+        if taps.iter().any(exists) {
+            return;
+        }
+        let tap = make();
+        fn each<I: Registered>(state: &State, tap: &Tap) {
+            for instance in I::table(state).all() {
+                instance.tap(tap);
+            }
+        }
+        each::<Bulkhead>(&state, &tap);
+        each::<RateLimiter>(&state, &tap);
+        each::<Retry>(&state, &tap);
+        each::<CircuitBreaker>(&state, &tap);
+        each::<TimeLimiter>(&state, &tap);
+        taps.push(tap);
     }
 
     fn instances<I: Registered>(&self) -> Vec<Arc<I>> {
@@ -672,21 +699,7 @@ impl Registry {
     #[cfg(feature = "tracing")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
     pub fn trace_events(&self) {
-        let _changing = self.changing.lock().unwrap_or_else(PoisonError::into_inner);
-        let state = self.state.write().unwrap_or_else(PoisonError::into_inner);
-        if self.traced.swap(true, Ordering::Relaxed) {
-            return;
-        }
-        fn forward<I: Registered>(state: &State) {
-            for instance in I::table(state).all() {
-                instance.forward_events();
-            }
-        }
-        forward::<Bulkhead>(&state);
-        forward::<RateLimiter>(&state);
-        forward::<Retry>(&state);
-        forward::<CircuitBreaker>(&state);
-        forward::<TimeLimiter>(&state);
+        self.add_tap(|tap| matches!(tap, Tap::Tracing), || Tap::Tracing);
     }
 
     /// Keeps the newest `capacity` rare events of every guard of this registry (those that
@@ -708,31 +721,25 @@ impl Registry {
     /// # Ok::<(), resilience_runtime::IllegalStateTransition>(())
     /// ```
     pub fn keep_recent_events(&self, capacity: usize) {
-        let _changing = self.changing.lock().unwrap_or_else(PoisonError::into_inner);
-        let state = self.state.write().unwrap_or_else(PoisonError::into_inner);
-        if self.recent.get().is_some() {
-            return;
-        }
-        let log = Arc::new(EventLog::new(capacity));
-        fn keep<I: Registered>(state: &State, log: &Arc<EventLog>) {
-            for instance in I::table(state).all() {
-                instance.keep_events_in(log);
-            }
-        }
-        keep::<Bulkhead>(&state, &log);
-        keep::<RateLimiter>(&state, &log);
-        keep::<Retry>(&state, &log);
-        keep::<CircuitBreaker>(&state, &log);
-        keep::<TimeLimiter>(&state, &log);
-        let _ = self.recent.set(log);
+        self.add_tap(
+            |tap| matches!(tap, Tap::Recent(_)),
+            || Tap::Recent(Arc::new(EventLog::new(capacity))),
+        );
     }
 
     /// The events kept since [`keep_recent_events`](Self::keep_recent_events), oldest first;
     /// empty if it was not called.
+    // Without the `tracing` feature a tap is always a log: the `find_map` reads as a `map`.
+    #[cfg_attr(not(feature = "tracing"), allow(clippy::unnecessary_find_map))]
     pub fn recent_events(&self) -> Vec<RecentEvent> {
-        self.recent
-            .get()
-            .map_or_else(Vec::new, |log| log.snapshot())
+        let taps = self.taps.read().unwrap_or_else(PoisonError::into_inner);
+        taps.iter()
+            .find_map(|tap| match tap {
+                Tap::Recent(log) => Some(log.snapshot()),
+                #[cfg(feature = "tracing")]
+                Tap::Tracing => None,
+            })
+            .unwrap_or_default()
     }
 
     // ----- plans -----
@@ -837,12 +844,12 @@ macro_rules! registered {
             fn make(name: Name, config: $config, clock: &Clock) -> Self {
                 $instance::with_clock(name, config, clock.clone())
             }
-            fn keep_events_in(&self, log: &Arc<EventLog>) {
-                crate::recent::Keep::keep_events_in(self, log);
-            }
-            #[cfg(feature = "tracing")]
-            fn forward_events(&self) {
-                crate::trace::Forward::forward_events(self);
+            fn tap(&self, tap: &Tap) {
+                match tap {
+                    #[cfg(feature = "tracing")]
+                    Tap::Tracing => crate::trace::Forward::forward_events(self),
+                    Tap::Recent(log) => crate::recent::Keep::keep_events_in(self, log),
+                }
             }
         }
     };
