@@ -9,6 +9,7 @@ use resilience_runtime::{
     BulkheadConfig, CircuitBreakerConfig, Guard, RateLimiterConfig, Registry, Rejected,
     RetryConfig, TimeLimiterConfig,
 };
+use resilience_tests::CallError;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
@@ -65,18 +66,6 @@ fn field<'a>(seen: &'a Seen, name: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no field `{name}` in {seen:?}"))
 }
 
-#[derive(Debug)]
-enum CallError {
-    Down,
-    Rejected(Rejected),
-}
-
-impl From<Rejected> for CallError {
-    fn from(r: Rejected) -> Self {
-        CallError::Rejected(r)
-    }
-}
-
 #[test]
 fn a_breaker_opening_is_a_warning_and_its_refusals_are_debug() {
     let registry = Registry::new();
@@ -93,8 +82,9 @@ fn a_breaker_opening_is_a_warning_and_its_refusals_are_debug() {
     let seen = captured(|| {
         registry.trace_events();
         let plan = registry.plan(&[Guard::circuit_breaker("ledger")]).unwrap();
-        let results: Vec<Result<(), CallError>> =
-            (0..3).map(|_| plan.call(|| Err(CallError::Down))).collect();
+        let results: Vec<Result<(), CallError>> = (0..3)
+            .map(|_| plan.call(|| Err(CallError::Downstream("down"))))
+            .collect();
         assert!(matches!(
             &results[2],
             Err(CallError::Rejected(Rejected::CallNotPermitted { .. }))
@@ -169,7 +159,7 @@ fn rejections_retries_and_time_outs_are_debug_with_their_fields() {
         assert!(first.is_ok() && second.is_err());
 
         let retry = registry.plan(&[Guard::retry("inventory")]).unwrap();
-        let _: Result<(), CallError> = retry.call(|| Err(CallError::Down));
+        let _: Result<(), CallError> = retry.call(|| Err(CallError::Downstream("down")));
     });
     let by = |aspect: &str| -> Vec<&Seen> {
         seen.iter()

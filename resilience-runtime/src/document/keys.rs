@@ -264,6 +264,12 @@ pub(crate) fn choice<E: de::Error, T: Copy>(
     )))
 }
 
+/// A table of settings that knows which of its keys a document set.
+pub(crate) trait SetKeys {
+    /// The keys this table sets.
+    fn set_keys(&self) -> Vec<&'static str>;
+}
+
 /// Declares a table of settings read from a document: a struct of `Option`al fields, one per
 /// key, and its `Deserialize`, which refuses unknown and repeated keys (see [`KeySeed`]).
 macro_rules! settings {
@@ -287,9 +293,10 @@ macro_rules! settings {
                 aliases: &[$($( ($alias, $canonical) ),*)?],
             };
 
-            /// The keys this table sets.
-            #[allow(dead_code)]
-            pub(crate) fn set(&self) -> Vec<&'static str> {
+        }
+
+        impl $crate::document::keys::SetKeys for $name {
+            fn set_keys(&self) -> Vec<&'static str> {
                 let mut set = Vec::new();
                 $( if self.$key.is_some() { set.push(stringify!($key)); } )*
                 set

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::de::{self, Deserialize, Deserializer, Visitor};
 
 use super::duration::Dur;
-use super::keys::{choice, settings};
+use super::keys::{choice, settings, SetKeys};
 use crate::bulkhead::BulkheadConfig;
 use crate::circuit_breaker::{CircuitBreakerConfig, CircuitState, WindowType};
 use crate::error::ConfigError;
@@ -24,26 +24,33 @@ pub(crate) const DEFAULT_RANDOMIZED_WAIT_FACTOR: f64 = 0.5;
 
 /// A table of one kind's settings: how it becomes a configuration, and which of its keys a
 /// refusal of the builder's `field` is about.
-pub(crate) trait Settings: Sized {
+pub(crate) trait Settings: SetKeys + Sized {
     /// The configuration these settings build.
     type Config;
 
     /// The configuration, validated by its builder.
     fn build(&self) -> Result<Self::Config, ConfigError>;
 
-    /// The keys that set the builder's `field`, most specific first.
-    fn keys_of(field: &'static str) -> &'static [&'static str];
-
-    /// The keys this table sets.
-    fn set_keys(&self) -> Vec<&'static str>;
+    /// The keys that set the builder's `field`, most specific first, where they are not
+    /// the key of the same name (`base` is `base_config` in every table).
+    fn keys_of(field: &'static str) -> &'static [&'static str] {
+        let _ = field;
+        &[]
+    }
 
     /// The key of this table a refusal of `field` points at: the first of its keys that is
     /// set here, else none (the value came from a base or the default).
     fn blame(&self, field: &'static str) -> Option<&'static str> {
         let set = self.set_keys();
+        let field_key: &[&'static str] = match field {
+            "base" => &["base_config"],
+            _ => &[],
+        };
         Self::keys_of(field)
             .iter()
+            .chain(field_key)
             .copied()
+            .chain(std::iter::once(field))
             .find(|k| set.contains(k))
     }
 }
@@ -108,16 +115,9 @@ impl Settings for BulkheadSettings {
 
     fn keys_of(field: &'static str) -> &'static [&'static str] {
         match field {
-            "base" => &["base_config"],
-            "max_concurrent_calls" => &["max_concurrent_calls"],
-            "max_wait_duration" => &["max_wait_duration"],
             "fair_call_handling" => &["fair_call_handling_enabled"],
             _ => &[],
         }
-    }
-
-    fn set_keys(&self) -> Vec<&'static str> {
-        self.set()
     }
 }
 
@@ -153,17 +153,10 @@ impl Settings for RateLimiterSettings {
 
     fn keys_of(field: &'static str) -> &'static [&'static str] {
         match field {
-            "base" => &["base_config"],
             // A limit is refused against its period: the limit is named first.
             "limit_for_period" => &["limit_for_period", "limit_refresh_period"],
-            "limit_refresh_period" => &["limit_refresh_period"],
-            "timeout_duration" => &["timeout_duration"],
             _ => &[],
         }
-    }
-
-    fn set_keys(&self) -> Vec<&'static str> {
-        self.set()
     }
 }
 
@@ -251,22 +244,14 @@ impl Settings for RetrySettings {
 
     fn keys_of(field: &'static str) -> &'static [&'static str] {
         match field {
-            "base" => &["base_config"],
-            "max_attempts" => &["max_attempts"],
-            "wait_duration" => &["wait_duration"],
             "exponential_backoff" => &[
                 "exponential_backoff_multiplier",
                 "exponential_max_wait_duration",
                 "enable_exponential_backoff",
             ],
             "randomized_wait_factor" => &["randomized_wait_factor", "enable_randomized_wait"],
-            "retry_on_rejection" => &["retry_on_rejection"],
             _ => &[],
         }
-    }
-
-    fn set_keys(&self) -> Vec<&'static str> {
-        self.set()
     }
 }
 
@@ -438,13 +423,7 @@ impl Settings for CircuitBreakerSettings {
 
     fn keys_of(field: &'static str) -> &'static [&'static str] {
         match field {
-            "base" => &["base_config"],
-            "failure_rate_threshold" => &["failure_rate_threshold"],
-            "slow_call_rate_threshold" => &["slow_call_rate_threshold"],
-            "slow_call_duration_threshold" => &["slow_call_duration_threshold"],
             "sliding_window" => &["sliding_window_size", "sliding_window_type"],
-            "minimum_number_of_calls" => &["minimum_number_of_calls"],
-            "wait_duration_in_open_state" => &["wait_duration_in_open_state"],
             "open_state_backoff" => &[
                 "exponential_backoff_multiplier",
                 "exponential_max_wait_duration_in_open_state",
@@ -453,15 +432,8 @@ impl Settings for CircuitBreakerSettings {
             "permitted_calls_in_half_open_state" => {
                 &["permitted_number_of_calls_in_half_open_state"]
             }
-            "max_wait_duration_in_half_open_state" => &["max_wait_duration_in_half_open_state"],
-            "record_rejections" => &["record_rejections"],
-            "initial_state" => &["initial_state"],
             _ => &[],
         }
-    }
-
-    fn set_keys(&self) -> Vec<&'static str> {
-        self.set()
     }
 }
 
@@ -489,19 +461,6 @@ impl Settings for TimeLimiterSettings {
             b = b.cancel_running_future(cancel);
         }
         b.build()
-    }
-
-    fn keys_of(field: &'static str) -> &'static [&'static str] {
-        match field {
-            "base" => &["base_config"],
-            "timeout_duration" => &["timeout_duration"],
-            "cancel_running_future" => &["cancel_running_future"],
-            _ => &[],
-        }
-    }
-
-    fn set_keys(&self) -> Vec<&'static str> {
-        self.set()
     }
 }
 
