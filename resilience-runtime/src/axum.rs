@@ -12,6 +12,7 @@
 //! | [`CallNotPermitted`](Rejected::CallNotPermitted), forced open | `503 Service Unavailable` | [`FORCED_OPEN_RETRY_AFTER`] (30 s) |
 //! | [`RequestNotPermitted`](Rejected::RequestNotPermitted) | `429 Too Many Requests` | the time until the rate limiter's next free permission |
 //! | [`TimedOut`](Rejected::TimedOut) | `504 Gateway Timeout` | none: nothing says when the dependency will be faster |
+//! | [`WouldBlock`](Rejected::WouldBlock) | `503 Service Unavailable` | none: the guard was busy, but a sync handler on a current-thread runtime should not wait |
 //! | [`Reentrant`](Rejected::Reentrant) | `500 Internal Server Error` | none: a retry would be refused again |
 //!
 //! The body is a JSON object (`Content-Type: application/json`) with these keys, always all
@@ -19,7 +20,7 @@
 //!
 //! | key | value |
 //! |---|---|
-//! | `error` | `"bulkhead_full"`, `"call_not_permitted"`, `"request_not_permitted"` or `"reentrant"` |
+//! | `error` | `"bulkhead_full"`, `"call_not_permitted"`, `"request_not_permitted"`, `"timed_out"`, `"would_block"` or `"reentrant"` |
 //! | `aspect` | the kind of guard that refused the call, as in attributes: `"bulkhead"`, `"circuit_breaker"`, `"rate_limiter"` |
 //! | `instance` | the instance name (`"orders"`) |
 //! | `message` | the rejection's `Display` text, for people; not meant to be parsed |
@@ -115,6 +116,7 @@ fn parts(rejected: &Rejected) -> (StatusCode, Option<Duration>, &'static str) {
         // 504: the dependency behind this service was too slow; no hint, as nothing says
         // when it will be faster.
         Rejected::TimedOut { .. } => (StatusCode::GATEWAY_TIMEOUT, None, "timed_out"),
+        Rejected::WouldBlock { .. } => (StatusCode::SERVICE_UNAVAILABLE, None, "would_block"),
         Rejected::Reentrant { .. } => (StatusCode::INTERNAL_SERVER_ERROR, None, "reentrant"),
     }
 }

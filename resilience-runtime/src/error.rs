@@ -79,6 +79,19 @@ pub enum Rejected {
         /// The timeout that passed.
         timeout: Duration,
     },
+    /// A sync guarded call would have had to wait (for a full bulkhead's permit, for a rate
+    /// limiter's next cycle) on a current-thread tokio runtime, where blocking the thread
+    /// stalls every task, the one that would let the call in included. It was refused at once
+    /// instead of waiting. Make the function `async`, or call it on a multi-thread runtime or
+    /// a plain thread; see [`allow_blocking`](crate::allow_blocking) for a `spawn_blocking`
+    /// thread.
+    #[non_exhaustive]
+    WouldBlock {
+        /// The kind of guard that would have made the call wait.
+        aspect: Aspect,
+        /// Its instance.
+        name: Name,
+    },
     /// The call re-entered a guard already held on its call chain and the registry's
     /// [`ReentrancyPolicy`](crate::ReentrancyPolicy) is `Reject`.
     #[non_exhaustive]
@@ -98,7 +111,7 @@ impl Rejected {
             Rejected::CallNotPermitted { .. } => Aspect::CircuitBreaker,
             Rejected::RequestNotPermitted { .. } => Aspect::RateLimiter,
             Rejected::TimedOut { .. } => Aspect::TimeLimiter,
-            Rejected::Reentrant { aspect, .. } => *aspect,
+            Rejected::WouldBlock { aspect, .. } | Rejected::Reentrant { aspect, .. } => *aspect,
         }
     }
 
@@ -109,6 +122,7 @@ impl Rejected {
             | Rejected::CallNotPermitted { name, .. }
             | Rejected::RequestNotPermitted { name, .. }
             | Rejected::TimedOut { name, .. }
+            | Rejected::WouldBlock { name, .. }
             | Rejected::Reentrant { name, .. } => name,
         }
     }
@@ -141,6 +155,12 @@ impl fmt::Display for Rejected {
             Rejected::TimedOut { name, timeout } => write!(
                 f,
                 "time limiter `{name}` cut the call off after {timeout:?}"
+            ),
+            Rejected::WouldBlock { aspect, name } => write!(
+                f,
+                "{aspect} `{name}` would make this sync call wait on a current-thread tokio \
+                 runtime, stalling every task on it: make the function async, or call it on a \
+                 multi-thread runtime or a plain thread"
             ),
             Rejected::Reentrant { aspect, name } => write!(
                 f,

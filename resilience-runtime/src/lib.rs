@@ -15,6 +15,7 @@ mod aspect;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod axum;
+mod blocking;
 pub mod bulkhead;
 mod call;
 mod call_site;
@@ -23,6 +24,7 @@ mod clock;
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub mod document;
+mod effective;
 mod error;
 mod gate;
 #[cfg(feature = "metrics")]
@@ -44,6 +46,7 @@ mod timer;
 mod trace;
 
 pub use aspect::Aspect;
+pub use blocking::allow_blocking;
 pub use bulkhead::{
     Bulkhead, BulkheadConfig, BulkheadConfigBuilder, BulkheadEvent, BulkheadMetrics, BulkheadPermit,
 };

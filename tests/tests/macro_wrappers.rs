@@ -202,7 +202,9 @@ impl Inventory {
     }
 }
 
-#[tokio::test]
+// Multi-thread: on a current-thread runtime the sync method would not block the runtime's
+// only thread to wait between attempts (see `sync_in_async.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn an_impl_block_retries_its_methods_sync_and_async() {
     quick_retry("wrap-impl", 2);
     let mut inventory = Inventory::new();

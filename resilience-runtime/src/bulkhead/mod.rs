@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use crate::blocking::Blocking;
 use crate::clock::Clock;
 use crate::error::Rejected;
 use crate::name::Name;
@@ -312,11 +313,17 @@ impl Bulkhead {
     }
 
     /// Takes a permit, blocking the current thread up to `max_wait_duration` until one is
-    /// free. Needs no async runtime; do not call it on an async executor's thread.
+    /// free. Needs no async runtime.
+    ///
+    /// Inside a tokio runtime it does not stall the runtime's other tasks: on a multi-thread
+    /// runtime it waits through [`tokio::task::block_in_place`]; on a current-thread runtime
+    /// it does not wait at all (see [`allow_blocking`](crate::allow_blocking)).
     ///
     /// # Errors
     ///
-    /// [`Rejected::BulkheadFull`] if no permit was free within `max_wait_duration`.
+    /// [`Rejected::BulkheadFull`] if no permit was free within `max_wait_duration`;
+    /// [`Rejected::WouldBlock`] if none was free and waiting would block a current-thread
+    /// runtime.
     pub fn acquire_blocking(&self) -> Result<BulkheadPermit<'_>, Rejected> {
         if self.semaphore.try_acquire() {
             return Ok(self.permit());
@@ -325,6 +332,15 @@ impl Bulkhead {
             Wait::Reject => return Err(self.reject(Duration::ZERO)),
             wait => wait,
         };
+        match Blocking::here() {
+            Blocking::Refused => Err(self.refuse_blocking()),
+            place => place.run(|| self.wait_blocking(wait)),
+        }
+    }
+
+    /// The blocking wait of [`acquire_blocking`](Self::acquire_blocking), for a permit that
+    /// was not free.
+    fn wait_blocking(&self, wait: Wait) -> Result<BulkheadPermit<'_>, Rejected> {
         let start = self.clock.now();
         let deadline = match wait {
             Wait::For(wait) => Instant::now().checked_add(wait),
@@ -469,6 +485,17 @@ impl Bulkhead {
         Rejected::BulkheadFull {
             name: self.name.clone(),
             waited,
+        }
+    }
+
+    /// No permit was free and the call may not block its thread to wait for one: a rejection
+    /// as [`reject`](Self::reject) counts and tells it, saying why.
+    #[cold]
+    fn refuse_blocking(&self) -> Rejected {
+        drop(self.reject(Duration::ZERO));
+        Rejected::WouldBlock {
+            aspect: crate::Aspect::Bulkhead,
+            name: self.name.clone(),
         }
     }
 }

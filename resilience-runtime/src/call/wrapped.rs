@@ -226,7 +226,7 @@ impl Plan {
             match wrapper {
                 Wrapper::TimeLimiter(limiter) => limiter.completed(succeeded(judge, &result)),
                 Wrapper::Retry(retry) => {
-                    let mut attempts = retry.attempts();
+                    let mut attempts = retry.attempts_blocking();
                     if let Next::RetryAfter(wait) =
                         attempts.after(attempted(judge, &result), attempt.repeatable())
                     {
@@ -320,7 +320,7 @@ impl Plan {
                     result
                 }
                 Wrapper::Retry(retry) => {
-                    let mut attempts = retry.attempts();
+                    let mut attempts = retry.attempts_blocking();
                     match attempts.after(attempted(judge, &result), attempt.repeatable()) {
                         Next::Stop => result,
                         Next::RetryAfter(wait) => {
@@ -402,7 +402,7 @@ impl Plan {
         let result = match segment.wrapper {
             None => Ok(on_chain(held, || attempt.attempt())),
             Some(Wrapper::Retry(retry)) => {
-                let mut attempts = retry.attempts();
+                let mut attempts = retry.attempts_blocking();
                 loop {
                     let result = inner(held, attempt);
                     match attempts.after(attempted(judge, &result), attempt.repeatable()) {

@@ -33,6 +33,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::blocking::Blocking;
 use crate::clock::{Clock, Reading};
 use crate::error::Rejected;
 use crate::name::Name;
@@ -298,13 +299,17 @@ impl RateLimiter {
     }
 
     /// Takes a permission, blocking the current thread until its cycle starts if none is left
-    /// now and that cycle starts within `timeout_duration`. Needs no async runtime; do not
-    /// call it on an async executor's thread.
+    /// now and that cycle starts within `timeout_duration`. Needs no async runtime.
+    ///
+    /// Inside a tokio runtime it does not stall the runtime's other tasks: on a multi-thread
+    /// runtime it waits through [`tokio::task::block_in_place`]; on a current-thread runtime
+    /// it does not wait at all (see [`allow_blocking`](crate::allow_blocking)).
     ///
     /// # Errors
     ///
     /// [`Rejected::RequestNotPermitted`] if no permission is free within `timeout_duration`;
-    /// nothing is consumed.
+    /// [`Rejected::WouldBlock`] if one is, later, and waiting for it would block a
+    /// current-thread runtime. Nothing is consumed.
     ///
     /// ```
     /// use std::time::{Duration, Instant};
@@ -324,8 +329,17 @@ impl RateLimiter {
     pub fn acquire_blocking(&self) -> Result<(), Rejected> {
         if let Some(mut waiter) = self.reserve()? {
             let reservation = waiter.reservation();
-            self.clock
-                .sleep_until_blocking(reservation.reading, reservation.deadline);
+            match Blocking::here() {
+                Blocking::Refused => {
+                    // Gives the permission back for a later caller of its cycle.
+                    drop(waiter);
+                    return Err(self.refuse_blocking(reservation.wait));
+                }
+                place => place.run(|| {
+                    self.clock
+                        .sleep_until_blocking(reservation.reading, reservation.deadline);
+                }),
+            }
             waiter.proceed();
         }
         Ok(())
@@ -437,6 +451,18 @@ impl RateLimiter {
         Rejected::RequestNotPermitted {
             name: self.name.clone(),
             retry_after,
+        }
+    }
+
+    /// A permission was free in a later cycle, `retry_after` nanoseconds away, and the call may
+    /// not block its thread to wait for it: a refusal as [`refuse`](Self::refuse) counts and
+    /// tells it, saying why.
+    #[cold]
+    fn refuse_blocking(&self, retry_after: u64) -> Rejected {
+        drop(self.refuse(retry_after));
+        Rejected::WouldBlock {
+            aspect: crate::Aspect::RateLimiter,
+            name: self.name.clone(),
         }
     }
 

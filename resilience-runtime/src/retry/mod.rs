@@ -31,6 +31,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
+use crate::blocking::Blocking;
 use crate::clock::{deadline_after, Clock, Reading};
 use crate::name::Name;
 use crate::subscribers::{Subscribers, SubscriptionId};
@@ -160,22 +161,36 @@ impl Retry {
         self.subscribers.remove(id)
     }
 
-    /// The attempts of one call, starting with the first.
+    /// The attempts of one call, starting with the first, for an `async` call: its waits
+    /// between attempts are [`sleep`](Self::sleep)s.
     #[inline]
     pub(crate) fn attempts(&self) -> Attempts<'_> {
         Attempts {
             retry: self,
             attempt: 1,
+            blocking: false,
         }
     }
 
-    /// Blocks the thread for `wait` on this retry's clock.
+    /// [`attempts`](Self::attempts) for a sync call, which waits between attempts by blocking
+    /// its thread ([`sleep_blocking`](Self::sleep_blocking)), and so does not retry after a
+    /// wait where blocking is refused (see [`crate::blocking`]).
+    #[inline]
+    pub(crate) fn attempts_blocking(&self) -> Attempts<'_> {
+        Attempts {
+            blocking: true,
+            ..self.attempts()
+        }
+    }
+
+    /// Blocks the thread for `wait` on this retry's clock (through `block_in_place` on a
+    /// multi-thread tokio runtime).
     pub(crate) fn sleep_blocking(&self, wait: Duration) {
         if wait.is_zero() {
             return;
         }
         let deadline = deadline_after(self.clock.read(Reading::Precise), wait);
-        self.clock.sleep_until_blocking(Reading::Precise, deadline);
+        Blocking::here().run(|| self.clock.sleep_until_blocking(Reading::Precise, deadline));
     }
 
     /// Waits `wait` on this retry's clock, asynchronously.
@@ -235,6 +250,8 @@ pub(crate) struct Attempts<'r> {
     retry: &'r Retry,
     /// The number of the attempt running (1 for the first call).
     attempt: u32,
+    /// Whether the waits between attempts block the thread.
+    blocking: bool,
 }
 
 impl Attempts<'_> {
@@ -270,8 +287,13 @@ impl Attempts<'_> {
             Attempted::Refused { timed_out: false } => config.retry_on_rejection(),
             Attempted::NotRetried => false,
         };
-        if retryable && repeatable && attempts < config.max_attempts() {
-            let wait = config.jittered_wait(attempts, fastrand::f64());
+        let wait = (retryable && repeatable && attempts < config.max_attempts())
+            .then(|| config.jittered_wait(attempts, fastrand::f64()))
+            // A sync call on a current-thread runtime does not block it to wait: it ends here.
+            .filter(|wait| {
+                !self.blocking || wait.is_zero() || Blocking::here() != Blocking::Refused
+            });
+        if let Some(wait) = wait {
             retry.emit(|| RetryEvent::Retry {
                 name: retry.name.clone(),
                 attempt: attempts,
