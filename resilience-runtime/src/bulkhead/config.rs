@@ -33,13 +33,19 @@ pub const MAX_CONCURRENT_CALLS_LIMIT: u32 = (1 << 24) - 1;
 /// assert!(config.fair_call_handling());
 /// # Ok::<(), resilience_runtime::ConfigError>(())
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct BulkheadConfig {
     base: Option<Name>,
     max_concurrent_calls: Option<u32>,
     max_wait_duration: Option<Duration>,
     fair_call_handling: Option<bool>,
 }
+
+crate::effective::debug_effective!(BulkheadConfig {
+    max_concurrent_calls,
+    max_wait_duration,
+    fair_call_handling,
+});
 
 impl BulkheadConfig {
     /// Default `max_concurrent_calls`.

@@ -134,7 +134,7 @@ impl OpenStateBackoff {
 /// assert!(!config.record_rejections());
 /// # Ok::<(), resilience_runtime::ConfigError>(())
 /// ```
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Default, PartialEq)]
 pub struct CircuitBreakerConfig {
     base: Option<Name>,
     failure_rate_threshold: Option<f32>,
@@ -153,6 +153,23 @@ pub struct CircuitBreakerConfig {
     record_rejections: Option<bool>,
     initial_state: Option<CircuitState>,
 }
+
+crate::effective::debug_effective!(CircuitBreakerConfig {
+    failure_rate_threshold,
+    slow_call_rate_threshold,
+    slow_call_duration_threshold,
+    sliding_window = |c: &CircuitBreakerConfig| {
+        c.sliding_window_type.is_some() || c.sliding_window_size.is_some()
+    },
+    minimum_number_of_calls,
+    wait_duration_in_open_state,
+    open_state_backoff,
+    automatic_transition_from_open_to_half_open,
+    permitted_calls_in_half_open_state,
+    max_wait_duration_in_half_open_state,
+    record_rejections,
+    initial_state,
+});
 
 impl CircuitBreakerConfig {
     /// Default `failure_rate_threshold`, in percent.

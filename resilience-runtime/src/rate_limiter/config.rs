@@ -50,13 +50,19 @@ pub const MAX_PERMISSIONS_PER_NANOSECOND: u32 = 1;
 /// assert_eq!(RateLimiterConfig::default().timeout_duration(), Duration::ZERO);
 /// # Ok::<(), resilience_runtime::ConfigError>(())
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct RateLimiterConfig {
     base: Option<Name>,
     limit_for_period: Option<u32>,
     limit_refresh_period: Option<Duration>,
     timeout_duration: Option<Duration>,
 }
+
+crate::effective::debug_effective!(RateLimiterConfig {
+    limit_for_period,
+    limit_refresh_period,
+    timeout_duration,
+});
 
 impl RateLimiterConfig {
     /// Default `limit_for_period` (Resilience4j's).

@@ -51,7 +51,7 @@ use crate::name::Name;
 /// assert_eq!(config.wait_before_retry(3), Duration::from_millis(300)); // capped
 /// # Ok::<(), resilience_runtime::ConfigError>(())
 /// ```
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Default, PartialEq)]
 pub struct RetryConfig {
     base: Option<Name>,
     max_attempts: Option<u32>,
@@ -60,6 +60,14 @@ pub struct RetryConfig {
     randomized_wait_factor: Option<f64>,
     retry_on_rejection: Option<bool>,
 }
+
+crate::effective::debug_effective!(RetryConfig {
+    max_attempts,
+    wait_duration,
+    exponential_backoff,
+    randomized_wait_factor,
+    retry_on_rejection,
+});
 
 impl RetryConfig {
     /// Default `max_attempts` (Resilience4j's).

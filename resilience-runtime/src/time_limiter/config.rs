@@ -35,12 +35,17 @@ use crate::name::Name;
 /// assert!(config.cancel_running_future());
 /// # Ok::<(), resilience_runtime::ConfigError>(())
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct TimeLimiterConfig {
     base: Option<Name>,
     timeout_duration: Option<Duration>,
     cancel_running_future: Option<bool>,
 }
+
+crate::effective::debug_effective!(TimeLimiterConfig {
+    timeout_duration,
+    cancel_running_future,
+});
 
 impl TimeLimiterConfig {
     /// Default `timeout_duration` (Resilience4j's).
