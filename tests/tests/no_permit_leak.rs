@@ -126,8 +126,10 @@ async fn async_worker(plan: Arc<Plan>, tally: Arc<Tally>, seed: u64, calls: usiz
                     }
                 }
             });
-            // Action 9 sleeps "forever": the timeout drops it mid-call.
-            tokio::time::timeout(Duration::from_millis(1), call).await
+            // Action 9 sleeps "forever": the timeout drops it mid-call. Until then it holds its
+            // permit longer than a waiter's 2 ms, so waiters are both admitted and rejected (a
+            // 1 ms timeout, on a timer of 1 ms ticks, left rejections to chance).
+            tokio::time::timeout(Duration::from_millis(5), call).await
         });
         let counter = match call.await {
             Ok(Ok(Ok(()))) => &tally.ok,
