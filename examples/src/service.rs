@@ -7,6 +7,10 @@
 //!   a refusal answers `503 Service Unavailable` with `Retry-After` and a JSON body (the
 //!   runtime's mapping, feature `axum`); an invalid order answers `422 Unprocessable Entity`
 //!   before it reaches the guards.
+//! - `PUT /downstream` with `{"failing": true}` makes the simulated downstream fail every
+//!   order (`502 Bad Gateway`) until `{"failing": false}`; `GET /downstream` says which. Past
+//!   20 failed orders the breaker opens, and orders answer `503` with the `Retry-After` of its
+//!   remaining open time, without reaching the downstream.
 //! - `GET /metrics` answers every guard's metrics in Prometheus's text format
 //!   (`resilience_circuitbreaker_state{name="orders",state="closed"} 1`, …).
 //! - `GET /actuator` (and `/actuator/circuitbreakers`, `/actuator/bulkheads`,
@@ -30,7 +34,7 @@
 //! ```
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -38,7 +42,7 @@ use axum::extract::rejection::JsonRejection;
 use axum::http::header::CONTENT_TYPE;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use resilience_runtime::axum::actuator;
@@ -61,21 +65,40 @@ pub struct Settings {
     pub max_wait: Duration,
     /// How long the simulated downstream takes per order (`--downstream-latency-ms`).
     pub downstream_latency: Duration,
+    /// Whether the simulated downstream fails every order (`--downstream-failing`; switched at
+    /// run time with `PUT /downstream`).
+    pub downstream_failing: bool,
 }
 
 impl Default for Settings {
-    /// 80 concurrent calls, a 500 ms wait for a permit, a 50 ms downstream.
+    /// 80 concurrent calls, a 500 ms wait for a permit, a 50 ms downstream that does not fail.
     fn default() -> Self {
         Settings {
             max_concurrent_calls: 80,
             max_wait: Duration::from_millis(500),
             downstream_latency: Duration::from_millis(50),
+            downstream_failing: false,
         }
     }
 }
 
 /// The simulated downstream's latency in milliseconds, set by [`configure`].
 static DOWNSTREAM_LATENCY_MS: AtomicU64 = AtomicU64::new(50);
+
+/// Whether the simulated downstream fails every order, set by [`configure`] and
+/// [`set_downstream_failing`].
+static DOWNSTREAM_FAILING: AtomicBool = AtomicBool::new(false);
+
+/// Makes the simulated downstream fail every order from now on (`true`), or serve them again
+/// (`false`), as `PUT /downstream` does.
+pub fn set_downstream_failing(failing: bool) {
+    DOWNSTREAM_FAILING.store(failing, Ordering::Relaxed);
+}
+
+/// Whether the simulated downstream fails every order.
+pub fn downstream_failing() -> bool {
+    DOWNSTREAM_FAILING.load(Ordering::Relaxed)
+}
 
 /// Configures the global registry's `orders` bulkhead and circuit breaker (replacing their
 /// instances, so state and metrics start afresh) and the simulated downstream's latency.
@@ -108,6 +131,7 @@ pub fn configure(settings: &Settings) -> Result<(), ConfigError> {
             .build()?,
     )?;
     set_downstream_latency(settings.downstream_latency);
+    set_downstream_failing(settings.downstream_failing);
     Ok(())
 }
 
@@ -144,10 +168,15 @@ fn set_downstream_latency(latency: Duration) {
     DOWNSTREAM_LATENCY_MS.store(latency_ms, Ordering::Relaxed);
 }
 
-/// The service's routes: `POST /orders`, `GET /metrics` and the actuator under `/actuator`.
+/// The service's routes: `POST /orders`, `GET`/`PUT /downstream`, `GET /metrics` and the
+/// actuator under `/actuator`.
 pub fn app() -> Router {
     Router::new()
         .route("/orders", post(post_order))
+        .route(
+            "/downstream",
+            get(get_downstream).merge(put(put_downstream)),
+        )
         .nest("/actuator", actuator(Registry::global()))
         .fallback(not_found)
         .route("/metrics", get(get_metrics))
@@ -199,6 +228,8 @@ pub enum OrderError {
     Rejected(Rejected),
     /// The order is not valid: `422`. Checked before the guards, so it takes no permit.
     Invalid(&'static str),
+    /// The downstream failed the order: `502`. The breaker records it as a failure.
+    Downstream,
 }
 
 impl From<Rejected> for OrderError {
@@ -216,6 +247,14 @@ impl IntoResponse for OrderError {
                 Json(json!({ "error": "invalid_order", "message": reason })),
             )
                 .into_response(),
+            OrderError::Downstream => (
+                StatusCode::BAD_GATEWAY,
+                Json(json!({
+                    "error": "downstream_failed",
+                    "message": "the order backend failed the order",
+                })),
+            )
+                .into_response(),
         }
     }
 }
@@ -225,20 +264,59 @@ impl IntoResponse for OrderError {
 ///
 /// # Errors
 ///
-/// [`OrderError::Rejected`] when the bulkhead is full or the breaker refuses the call.
+/// [`OrderError::Rejected`] when the bulkhead is full or the breaker refuses the call;
+/// [`OrderError::Downstream`] when the downstream fails it.
 #[bulkhead(name = "orders")]
 #[circuit_breaker(name = "orders")]
 pub async fn create_order(order: Order) -> Result<OrderId, OrderError> {
-    Ok(downstream(&order).await)
+    downstream(&order).await
 }
 
-/// The simulated order backend: takes `--downstream-latency-ms` whatever the order, never
-/// fails, and numbers the orders from 1.
-async fn downstream(_order: &Order) -> OrderId {
+/// The simulated order backend: takes `--downstream-latency-ms` whatever the order, fails it
+/// while [`downstream_failing`], and numbers the orders it serves from 1.
+async fn downstream(_order: &Order) -> Result<OrderId, OrderError> {
     static NEXT_ORDER_ID: AtomicU64 = AtomicU64::new(1);
     let latency = Duration::from_millis(DOWNSTREAM_LATENCY_MS.load(Ordering::Relaxed));
     tokio::time::sleep(latency).await;
-    OrderId(NEXT_ORDER_ID.fetch_add(1, Ordering::Relaxed))
+    if downstream_failing() {
+        return Err(OrderError::Downstream);
+    }
+    Ok(OrderId(NEXT_ORDER_ID.fetch_add(1, Ordering::Relaxed)))
+}
+
+/// The body of `GET` and `PUT /downstream`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DownstreamSwitch {
+    /// Whether the simulated downstream fails every order.
+    pub failing: bool,
+}
+
+/// `GET /downstream`: whether the simulated downstream fails every order.
+async fn get_downstream() -> Json<DownstreamSwitch> {
+    Json(DownstreamSwitch {
+        failing: downstream_failing(),
+    })
+}
+
+/// `PUT /downstream` with `{"failing": true}` or `{"failing": false}`: switches the simulated
+/// downstream, and answers the switch now in force.
+async fn put_downstream(
+    body: Result<Json<DownstreamSwitch>, JsonRejection>,
+) -> Result<Json<DownstreamSwitch>, Response> {
+    let Json(switch) = body.map_err(invalid_body)?;
+    set_downstream_failing(switch.failing);
+    Ok(get_downstream().await)
+}
+
+/// axum's own refusal of a body (malformed JSON, a missing field, no JSON content type),
+/// answered in the same JSON shape as every other 4xx of the service.
+fn invalid_body(rejection: JsonRejection) -> Response {
+    (
+        rejection.status(),
+        Json(json!({ "error": "invalid_body", "message": rejection.body_text() })),
+    )
+        .into_response()
 }
 
 /// Any other path: `404` with a JSON body, like the service's other refusals.
@@ -252,15 +330,7 @@ async fn not_found(uri: axum::http::Uri) -> Response {
 
 /// `POST /orders`: validates the order, then runs it through [`create_order`].
 async fn post_order(body: Result<Json<Order>, JsonRejection>) -> Result<Json<Value>, Response> {
-    // axum's own refusal of the body (malformed JSON, a missing field, no JSON content type)
-    // answered in the same JSON shape as every other 4xx of the service.
-    let Json(order) = body.map_err(|rejection| {
-        (
-            rejection.status(),
-            Json(json!({ "error": "invalid_body", "message": rejection.body_text() })),
-        )
-            .into_response()
-    })?;
+    let Json(order) = body.map_err(invalid_body)?;
     if order.item.trim().is_empty() {
         return Err(OrderError::Invalid("`item` must not be empty").into_response());
     }

@@ -60,6 +60,7 @@ fn settings(max_concurrent_calls: u32, downstream_latency: Duration) -> Settings
         max_concurrent_calls,
         max_wait: Duration::ZERO,
         downstream_latency,
+        downstream_failing: false,
     }
 }
 
@@ -414,6 +415,73 @@ async fn an_open_breaker_answers_503_with_its_remaining_open_time() {
     assert_eq!(breaker["state"], "open");
     let remaining = breaker["remaining_open_time_ms"].as_u64().unwrap();
     assert!(remaining <= 10_000, "{breaker:#}");
+}
+
+async fn switch_downstream(client: &Client, addr: SocketAddr, failing: bool) -> Value {
+    let response = client
+        .put(format!("http://{addr}/downstream"))
+        .json(&json!({ "failing": failing }))
+        .send()
+        .await
+        .expect("the service answers");
+    assert_eq!(response.status(), StatusCode::OK);
+    response.json().await.expect("a JSON body")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_downstream_opens_the_breaker_and_orders_then_get_its_retry_after() {
+    let _serial = SERIAL.lock().await;
+    let (addr, client, before) = start(settings(4, Duration::ZERO)).await;
+    assert_eq!(
+        switch_downstream(&client, addr, true).await,
+        json!({ "failing": true })
+    );
+
+    // The breaker opens once 20 calls are recorded with half of them failed: all 20 fail.
+    for _ in 0..20 {
+        let (status, retry_after, body) = parts(post_order(&client, addr, order()).await).await;
+        assert_eq!(status, StatusCode::BAD_GATEWAY, "{body}");
+        assert_eq!(body["error"], "downstream_failed");
+        assert_eq!(retry_after, None);
+    }
+    let breaker = Registry::global().circuit_breaker(ORDERS);
+    assert_eq!(breaker.state(), CircuitState::Open);
+    assert_eq!(breaker.metrics().total_failed_calls(), before.failed + 20);
+
+    // Open: refused without reaching the downstream, with the rest of its 10 s as the hint.
+    let (status, retry_after, body) = parts(post_order(&client, addr, order()).await).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body["error"], "call_not_permitted");
+    let seconds: u64 = retry_after.expect("a Retry-After header").parse().unwrap();
+    assert!((1..=10).contains(&seconds), "Retry-After: {seconds}");
+    assert_eq!(
+        breaker.metrics().total_not_permitted_calls(),
+        before.not_permitted + 1
+    );
+
+    // Switched back, the downstream serves again (the breaker waits out its open state).
+    assert_eq!(
+        switch_downstream(&client, addr, false).await,
+        json!({ "failing": false })
+    );
+    let state = client
+        .get(format!("http://{addr}/downstream"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        state.json::<Value>().await.unwrap(),
+        json!({ "failing": false })
+    );
+    let refused = client
+        .put(format!("http://{addr}/downstream"))
+        .json(&json!({ "failing": "yes" }))
+        .send()
+        .await
+        .unwrap();
+    let (status, _, body) = parts(refused).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(body["error"], "invalid_body");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,7 +16,7 @@ use resilience_runtime::document::FileWatcher;
 use resilience_runtime::Registry;
 
 /// An order service whose `POST /orders` runs through a bulkhead and a circuit breaker;
-/// `GET /resilience` shows their state.
+/// `GET /actuator` shows their state, `PUT /downstream` makes its downstream fail.
 #[derive(Debug, Parser)]
 #[command(name = "orders-service", version)]
 struct Args {
@@ -40,6 +40,10 @@ struct Args {
     /// How long the simulated downstream takes per order.
     #[arg(long, default_value_t = 50)]
     downstream_latency_ms: u64,
+    /// Start with the simulated downstream failing every order (502); switch it at run time
+    /// with `PUT /downstream` and `{"failing": true}` or `{"failing": false}`.
+    #[arg(long)]
+    downstream_failing: bool,
 }
 
 fn main() -> ExitCode {
@@ -68,6 +72,7 @@ async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     match &args.config {
         Some(path) => {
             let changes = service::configure_from_file(path, downstream_latency)?;
+            service::set_downstream_failing(args.downstream_failing);
             println!("configured from {}:\n{changes}", path.display());
             if args.watch {
                 _watcher = Some(FileWatcher::start_with(
@@ -87,6 +92,7 @@ async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             max_concurrent_calls: args.max_concurrent_calls,
             max_wait: Duration::from_millis(args.max_wait_ms),
             downstream_latency,
+            downstream_failing: args.downstream_failing,
         })?,
     }
     // Guard names used by an annotation but never configured run on the default: say so.
