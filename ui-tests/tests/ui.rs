@@ -2,7 +2,7 @@
 //! at the offending token, and the canonical shapes compile.
 //!
 //! Regenerate the expected output with
-//! `TRYBUILD=overwrite cargo test -p resilience-tests --test ui`, then read every `.stderr`.
+//! `TRYBUILD=overwrite cargo test -p resilience-ui-tests --test ui`, then read every `.stderr`.
 
 #[test]
 fn ui() {

@@ -1,5 +1,5 @@
 use resilience_runtime::{bulkhead, circuit_breaker};
-use resilience_tests::CallError;
+use resilience_ui_tests::CallError;
 
 #[bulkhead(name = "a")]
 #[circuit_breaker(name = "a")]

@@ -1,5 +1,5 @@
 use resilience_runtime::circuit_breaker;
-use resilience_tests::CallError;
+use resilience_ui_tests::CallError;
 
 struct Cart {
     items: u32,

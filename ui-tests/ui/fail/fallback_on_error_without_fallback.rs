@@ -1,5 +1,5 @@
 use resilience_runtime::circuit_breaker;
-use resilience_tests::CallError;
+use resilience_ui_tests::CallError;
 
 #[circuit_breaker(name = "orders", fallback_on_error = true)]
 fn guarded() -> Result<u32, CallError> {

@@ -1,5 +1,5 @@
 use resilience_runtime::bulkhead;
-use resilience_tests::CallError;
+use resilience_ui_tests::CallError;
 
 fn is_client_error(_: &CallError) -> bool {
     false

@@ -1,7 +1,7 @@
 use std::future::Future;
 
 use resilience_runtime::bulkhead;
-use resilience_tests::CallError;
+use resilience_ui_tests::CallError;
 
 #[bulkhead(name = "orders")]
 fn guarded() -> impl Future<Output = Result<u32, CallError>> {

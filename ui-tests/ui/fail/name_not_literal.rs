@@ -1,5 +1,5 @@
 use resilience_runtime::bulkhead;
-use resilience_tests::CallError;
+use resilience_ui_tests::CallError;
 
 const ORDERS: u32 = 7;
 

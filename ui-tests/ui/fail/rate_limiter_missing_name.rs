@@ -1,5 +1,5 @@
 use resilience_runtime::rate_limiter;
-use resilience_tests::CallError;
+use resilience_ui_tests::CallError;
 
 #[rate_limiter]
 fn pay() -> Result<u32, CallError> {

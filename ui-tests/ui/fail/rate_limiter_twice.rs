@@ -1,5 +1,5 @@
 use resilience_runtime::{bulkhead, rate_limiter};
-use resilience_tests::CallError;
+use resilience_ui_tests::CallError;
 
 #[rate_limiter(name = "payments")]
 #[bulkhead(name = "payments")]

@@ -1,5 +1,5 @@
 use resilience_runtime::bulkhead;
-use resilience_tests::CallError;
+use resilience_ui_tests::CallError;
 
 #[bulkhead(name = "orders", name = "payments")]
 fn guarded() -> Result<u32, CallError> {

@@ -1,5 +1,5 @@
 use resilience_runtime::retry;
-use resilience_tests::CallError;
+use resilience_ui_tests::CallError;
 
 struct Ticket(u32);
 

@@ -1,5 +1,5 @@
 use resilience_runtime::retry;
-use resilience_tests::CallError;
+use resilience_ui_tests::CallError;
 
 #[retry(name = "inventory")]
 async fn fill(buffer: &mut Vec<u8>) -> Result<usize, CallError> {

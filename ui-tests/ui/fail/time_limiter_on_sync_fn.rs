@@ -1,5 +1,5 @@
 use resilience_runtime::time_limiter;
-use resilience_tests::CallError;
+use resilience_ui_tests::CallError;
 
 #[time_limiter(name = "inventory")]
 fn lookup(sku: u32) -> Result<u32, CallError> {

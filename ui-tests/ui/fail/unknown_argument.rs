@@ -1,5 +1,5 @@
 use resilience_runtime::bulkhead;
-use resilience_tests::CallError;
+use resilience_ui_tests::CallError;
 
 #[bulkhead(name = "orders", max_calls = 3)]
 fn guarded() -> Result<u32, CallError> {

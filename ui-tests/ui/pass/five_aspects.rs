@@ -1,5 +1,5 @@
 use resilience_runtime::{bulkhead, circuit_breaker, rate_limiter, retry, time_limiter};
-use resilience_tests::CallError;
+use resilience_ui_tests::CallError;
 
 fn is_transient(e: &CallError) -> bool {
     matches!(e, CallError::Downstream(_))

@@ -4,7 +4,7 @@
 #![allow(non_snake_case)]
 
 use resilience_runtime::{bulkhead, circuit_breaker, Rejected};
-use resilience_tests::CallError;
+use resilience_ui_tests::CallError;
 
 #[allow(dead_code)]
 mod core {}

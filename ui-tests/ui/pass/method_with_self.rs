@@ -1,7 +1,7 @@
 #![deny(warnings)]
 // Methods with `&self`: guarded one by one, and every method of an impl block at once.
 use resilience_runtime::{bulkhead, circuit_breaker, Rejected};
-use resilience_tests::CallError;
+use resilience_ui_tests::CallError;
 
 struct Orders {
     base: u32,

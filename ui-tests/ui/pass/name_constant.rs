@@ -1,7 +1,7 @@
 //! Instance names as constants, as a service defines them once for its configuration and its
 //! annotations.
 use resilience_runtime::{bulkhead, circuit_breaker, Registry};
-use resilience_tests::CallError;
+use resilience_ui_tests::CallError;
 
 mod names {
     pub const ORDERS: &str = "orders";

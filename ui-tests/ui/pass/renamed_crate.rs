@@ -2,7 +2,7 @@
 // A renamed dependency: `crate = "path"` tells the generated code where the runtime is.
 extern crate resilience_runtime as renamed;
 
-use resilience_tests::CallError;
+use resilience_ui_tests::CallError;
 
 #[renamed::bulkhead(name = "ui-renamed", crate = "renamed")]
 #[renamed::circuit_breaker(name = "ui-renamed")]

@@ -2,7 +2,7 @@
 // The canonical stack, circuit breaker written first: the order written does not matter, the
 // registry's precedence does.
 use resilience_runtime::{bulkhead, circuit_breaker, Rejected};
-use resilience_tests::CallError;
+use resilience_ui_tests::CallError;
 
 #[circuit_breaker(name = "ui-orders")]
 #[bulkhead(name = "ui-orders")]

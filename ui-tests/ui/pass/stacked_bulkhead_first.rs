@@ -1,7 +1,7 @@
 #![deny(warnings)]
 // The canonical stack, bulkhead written first: sync and async, with and without a fallback.
 use resilience_runtime::{bulkhead, circuit_breaker, Rejected};
-use resilience_tests::CallError;
+use resilience_ui_tests::CallError;
 
 #[bulkhead(name = "ui-orders")]
 #[circuit_breaker(name = "ui-orders")]

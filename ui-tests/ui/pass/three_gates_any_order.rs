@@ -1,5 +1,5 @@
 use resilience_runtime::{bulkhead, circuit_breaker, rate_limiter, Rejected};
-use resilience_tests::CallError;
+use resilience_ui_tests::CallError;
 
 #[circuit_breaker(name = "three")]
 #[bulkhead(name = "three")]
