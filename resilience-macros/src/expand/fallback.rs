@@ -9,7 +9,7 @@ use syn::{FnArg, Ident, Pat, Signature, Type};
 use crate::stack::Stack;
 
 use super::guard::Names;
-use super::types::{mentions_impl_trait, respan, result_error_type};
+use super::types::{borrows, mentions_impl_trait, respan, result_error_type};
 
 /// How a guarded function ends when it is refused, or (with `fallback_on_error`) fails.
 pub(super) struct Ending {
@@ -73,7 +73,12 @@ pub(super) fn ending(
     let mut args: Vec<TokenStream> = Vec::new();
     let mut prelude = TokenStream::new();
     let mut has_receiver = false;
+    let mut types: Vec<&Type> = Vec::new();
     for (index, input) in sig.inputs.iter().enumerate() {
+        types.push(match input {
+            FnArg::Receiver(receiver) => &receiver.ty,
+            FnArg::Typed(typed) => &typed.ty,
+        });
         let (name, by_reference) = match input {
             FnArg::Receiver(receiver) => {
                 has_receiver = true;
@@ -122,6 +127,36 @@ pub(super) fn ending(
         quote_spanned!(path.span()=> Self::#path)
     } else {
         quote!(#path)
+    };
+    // A sync fallback is first coerced to the `fn` pointer type it must have, spanned on its
+    // path: a wrong argument or return type is then reported as "expected fn pointer
+    // `fn(u32, Rejected) -> Result<u32, E>`", the signature to write, instead of rustc's
+    // suggestions for the expanded call (`Ok(fallback)`, `qty.into()`), which point into the
+    // attribute and the signature and cannot be followed. Not for an async fallback (its future
+    // has no name), nor where a pointer type cannot be written for the function's types
+    // (`impl Trait`, or a return type borrowing through elided lifetimes).
+    let nameable = !is_async
+        && !mentions_impl_trait(output.to_token_stream())
+        && !borrows(output.to_token_stream())
+        && !types
+            .iter()
+            .any(|ty| mentions_impl_trait(ty.to_token_stream()));
+    let error_type = if on_error {
+        result_error_type(output).map(ToTokens::to_token_stream)
+    } else {
+        Some(quote!(#krate::__private::Rejected))
+    };
+    let callee = match error_type {
+        Some(last) if nameable => {
+            let pointer = Ident::new("__fallback_fn", Span::mixed_site());
+            quote_spanned! {path.span()=>
+                ({
+                    let #pointer: fn(#(#types,)* #last) -> #output = #callee;
+                    #pointer
+                })
+            }
+        }
+        _ => callee,
     };
     let call = |last: &Ident| {
         let call = if is_async {

@@ -40,6 +40,16 @@ pub(super) fn mentions_impl_trait(tokens: TokenStream) -> bool {
     })
 }
 
+/// Whether `tokens` (a type) borrow: a reference or a lifetime, which a `fn` pointer type
+/// cannot always write as the function's signature does (elided through `&self`).
+pub(super) fn borrows(tokens: TokenStream) -> bool {
+    tokens.into_iter().any(|t| match t {
+        TokenTree::Punct(p) => p.as_char() == '&' || p.as_char() == '\'',
+        TokenTree::Group(g) => borrows(g.stream()),
+        _ => false,
+    })
+}
+
 /// The `E` of `Result<T, E>`; `None` for an alias such as `io::Result<T>`.
 pub(super) fn result_error_type(ty: &Type) -> Option<&Type> {
     match ty {
