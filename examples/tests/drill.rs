@@ -95,6 +95,14 @@ fn the_binary_runs_quick_and_writes_the_json_report() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(stdout.contains("breaker opened"), "no table:\n{stdout}");
+    // Readable in a terminal of 100 columns, as written to a file or a pipe (no progress bars).
+    for line in stdout.lines() {
+        assert!(
+            line.chars().count() <= resilience_examples::drill::WIDTH,
+            "a line over {} columns:\n{line}",
+            resilience_examples::drill::WIDTH
+        );
+    }
 
     let json: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let _ = std::fs::remove_file(&path);

@@ -155,72 +155,118 @@ impl Observer for Bars {
 }
 
 fn print_parameters(c: &DrillConfig) {
-    println!(
-        "overload drill: the same seeded load against each layout of one guarded order service"
+    say(
+        "",
+        "overload drill: the same seeded load against each layout of one guarded order service",
     );
-    println!(
-        "  load:       {} callers ramping up over {:.1} s, thinking {}-{} ms between orders, {:.1} s per layout, seed {}",
-        c.callers,
-        c.duration.mul_f64(c.ramp).as_secs_f64(),
-        c.think_time.0.as_millis(),
-        c.think_time.1.as_millis(),
-        c.duration.as_secs_f64(),
-        c.seed
+    say(
+        "  load:       ",
+        &format!(
+            "{} callers ramping up over {:.1} s, thinking {}-{} ms between orders, \
+             {:.1} s per layout, seed {}",
+            c.callers,
+            c.duration.mul_f64(c.ramp).as_secs_f64(),
+            c.think_time.0.as_millis(),
+            c.think_time.1.as_millis(),
+            c.duration.as_secs_f64(),
+            c.seed
+        ),
     );
-    println!(
-        "  downstream: {} workers, service time {} ms rising to {} ms over {:.1} s (±25 %), {:.0} % of requests fail",
-        c.downstream_workers,
-        c.service_time_start.as_millis(),
-        c.service_time_peak.as_millis(),
-        c.duration.mul_f64(c.degradation).as_secs_f64(),
-        c.failure_probability * 100.0
+    say(
+        "  downstream: ",
+        &format!(
+            "{} workers, service time {} ms rising to {} ms over {:.1} s (±25 %), \
+             {:.0} % of requests fail",
+            c.downstream_workers,
+            c.service_time_start.as_millis(),
+            c.service_time_peak.as_millis(),
+            c.duration.mul_f64(c.degradation).as_secs_f64(),
+            c.failure_probability * 100.0
+        ),
     );
-    println!(
-        "  bulkhead:   {} concurrent calls, {} ms max wait",
-        c.bulkhead_max_concurrent_calls,
-        c.bulkhead_max_wait.as_millis()
+    say(
+        "  bulkhead:   ",
+        &format!(
+            "{} concurrent calls, {} ms max wait",
+            c.bulkhead_max_concurrent_calls,
+            c.bulkhead_max_wait.as_millis()
+        ),
     );
-    println!(
-        "  breaker:    {} % failure rate over the last {} calls (at least {}), {:.1} s open, {} half-open probes",
-        c.breaker_failure_rate_threshold,
-        c.breaker_window,
-        c.breaker_minimum_calls,
-        c.breaker_open_wait.as_secs_f64(),
-        c.breaker_half_open_calls
+    say(
+        "  breaker:    ",
+        &format!(
+            "{} % failure rate over the last {} calls (at least {}), {:.1} s open, \
+             {} half-open probes",
+            c.breaker_failure_rate_threshold,
+            c.breaker_window,
+            c.breaker_minimum_calls,
+            c.breaker_open_wait.as_secs_f64(),
+            c.breaker_half_open_calls
+        ),
     );
     if c.layouts.iter().any(|l| l.all_five()) {
-        println!(
-            "  with all five: rate limiter {}/s, retry {} attempts from {} ms (doubling), time limiter {} ms",
-            c.rate_limit_per_second,
-            c.retry_max_attempts,
-            c.retry_wait.as_millis(),
-            c.time_limiter_timeout.as_millis()
+        say(
+            "  all five:   ",
+            &format!(
+                "rate limiter {}/s, retry {} attempts from {} ms (doubling), \
+                 time limiter {} ms",
+                c.rate_limit_per_second,
+                c.retry_max_attempts,
+                c.retry_wait.as_millis(),
+                c.time_limiter_timeout.as_millis()
+            ),
         );
     }
     for layout in &c.layouts {
-        println!("  {:<22}{}", layout.name(), layout.describe());
+        say_indented(
+            &format!("  {:<22}", layout.name()),
+            LAYOUT_INDENT,
+            layout.describe(),
+        );
     }
-    println!(
-        "  the load is closed-loop: a caller orders again as soon as its last order ends, so a\n  \
-         layout that refuses at once is offered many more calls; a layout that admits more has\n  \
-         slower successes, as more of them wait for a permit and queue for the downstream"
+    say(
+        "  ",
+        "the load is closed-loop: a caller orders again as soon as its last order ends, so a \
+         layout that refuses at once is offered many more calls; a layout that admits more has \
+         slower successes, as more of them wait for a permit and queue for the downstream",
     );
     println!();
+}
+
+/// The indent of a layout's description.
+const LAYOUT_INDENT: &str = "                        ";
+
+/// Prints `text` wrapped within the drill's width, `first` before its first line and as
+/// many spaces before the others.
+fn say(first: &str, text: &str) {
+    say_indented(first, &" ".repeat(first.chars().count()), text);
 }
 
 fn print_report(report: &DrillReport) {
     println!();
     print!("{}", report.table());
     println!();
-    println!("latencies are as the caller saw them; \"rejected\" covers the bulkhead's and the breaker's refusals; attempts/call = 1 + the retries per offered call; ok/s = succeeded per second of load");
+    say(
+        "",
+        "bulkhead full, breaker open, throttled (by the rate limiter) and timed out (by the time \
+         limiter): how the other calls were refused; latencies are as the caller saw them, and \
+         \"rejected\" covers the bulkhead's and the breaker's refusals; attempts = attempts per \
+         offered call (1 + its retries); ok/s = succeeded per second of load",
+    );
     println!();
     for run in &report.runs {
-        println!("{}", run.reconciliation());
+        say_indented("", "  ", &run.reconciliation());
     }
     println!();
     for line in report.reading() {
-        println!("{line}");
+        say_indented("", "  ", &line);
     }
+}
+
+/// Prints `text` wrapped within the drill's width, `first` before its first line and `rest`
+/// before the others.
+fn say_indented(first: &str, rest: &str, text: &str) {
+    println!("{}", drill::wrap(first, rest, text));
 }
 
 fn main() -> ExitCode {

@@ -47,7 +47,7 @@ use resilience_runtime::{Aspect, CircuitState, Registry};
 
 pub use config::{DrillConfig, DrillConfigError};
 pub use downstream::{Downstream, DownstreamError, Work};
-pub use report::{Attempts, Counts, DrillReport, LatencySummary, RunReport, Sample};
+pub use report::{wrap, Attempts, Counts, DrillReport, LatencySummary, RunReport, Sample, WIDTH};
 pub use rng::SplitMix64;
 pub use service::{Order, OrderError, OrderId, OrderService, ORDERS};
 

@@ -418,18 +418,23 @@ impl DrillReport {
         self.runs.iter().all(RunReport::reconciles)
     }
 
-    /// The summary table: one row per layout, columns aligned.
+    /// The summary: two tables of one row per layout, columns aligned, each within
+    /// [`WIDTH`] columns: how the offered calls ended, then the breaker, the attempts and the
+    /// latencies.
     pub fn table(&self) -> String {
-        let header = [
+        let outcomes = [
             "layout",
             "offered",
             "succeeded",
             "failed",
-            "rejected (bulkhead)",
-            "not permitted (breaker)",
-            "rate limited",
+            "bulkhead full",
+            "breaker open",
+            "throttled",
             "timed out",
-            "attempts/call",
+        ];
+        let behaviour = [
+            "layout",
+            "attempts",
             "breaker opened",
             "ok p50",
             "ok p99",
@@ -468,7 +473,19 @@ impl DrillReport {
                 ]
             })
             .collect();
-        format_table(&header, &rows)
+        let (left, right): (Vec<Vec<String>>, Vec<Vec<String>>) = rows
+            .into_iter()
+            .map(|row| {
+                let mut right = row[8..].to_vec();
+                right.insert(0, row[0].clone());
+                (row[..8].to_vec(), right)
+            })
+            .unzip();
+        format!(
+            "{}\n{}",
+            format_table(&outcomes, &left),
+            format_table(&behaviour, &right)
+        )
     }
 
     /// One or two sentences reading the result.
@@ -612,6 +629,34 @@ fn format_ms(d: Duration) -> String {
 }
 
 /// Left-aligns the first column, right-aligns the others, with a rule under the header.
+/// The width the drill's output keeps within.
+pub const WIDTH: usize = 100;
+
+/// `text` wrapped at word boundaries within [`WIDTH`] columns: the first line starts with
+/// `first`, the others with `rest` (a hanging indent). A word longer than a line stays whole.
+pub fn wrap(first: &str, rest: &str, text: &str) -> String {
+    let mut out = String::from(first);
+    let mut column = first.chars().count();
+    let mut empty = true;
+    for word in text.split_whitespace() {
+        let len = word.chars().count();
+        if !empty && column + 1 + len > WIDTH {
+            out.push('\n');
+            out.push_str(rest);
+            column = rest.chars().count();
+            empty = true;
+        }
+        if !empty {
+            out.push(' ');
+            column += 1;
+        }
+        out.push_str(word);
+        column += len;
+        empty = false;
+    }
+    out
+}
+
 fn format_table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
