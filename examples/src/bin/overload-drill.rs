@@ -218,11 +218,7 @@ fn print_parameters(c: &DrillConfig) {
         );
     }
     for layout in &c.layouts {
-        say_indented(
-            &format!("  {:<22}", layout.name()),
-            LAYOUT_INDENT,
-            layout.describe(),
-        );
+        say(&format!("  {:<22}", layout.name()), layout.describe());
     }
     say(
         "  ",
@@ -233,13 +229,16 @@ fn print_parameters(c: &DrillConfig) {
     println!();
 }
 
-/// The indent of a layout's description.
-const LAYOUT_INDENT: &str = "                        ";
-
 /// Prints `text` wrapped within the drill's width, `first` before its first line and as
 /// many spaces before the others.
 fn say(first: &str, text: &str) {
     say_indented(first, &" ".repeat(first.chars().count()), text);
+}
+
+/// Prints `text` wrapped within the drill's width, `first` before its first line and `rest`
+/// before the others.
+fn say_indented(first: &str, rest: &str, text: &str) {
+    println!("{}", drill::wrap(first, rest, text));
 }
 
 fn print_report(report: &DrillReport) {
@@ -261,12 +260,6 @@ fn print_report(report: &DrillReport) {
     for line in report.reading() {
         say_indented("", "  ", &line);
     }
-}
-
-/// Prints `text` wrapped within the drill's width, `first` before its first line and `rest`
-/// before the others.
-fn say_indented(first: &str, rest: &str, text: &str) {
-    println!("{}", drill::wrap(first, rest, text));
 }
 
 fn main() -> ExitCode {

@@ -446,7 +446,7 @@ impl DrillReport {
             None => "-".to_owned(),
             Some(s) => format_ms(if p99 { s.p99 } else { s.p50 }),
         };
-        let rows: Vec<Vec<String>> = self
+        let left: Vec<Vec<String>> = self
             .runs
             .iter()
             .map(|r| {
@@ -460,6 +460,15 @@ impl DrillReport {
                     c.not_permitted.to_string(),
                     dash_unless(r.layout.all_five(), c.rate_limited),
                     dash_unless(r.layout.all_five(), c.timed_out),
+                ]
+            })
+            .collect();
+        let right: Vec<Vec<String>> = self
+            .runs
+            .iter()
+            .map(|r| {
+                vec![
+                    r.name().to_owned(),
                     format!("{:.2}", r.attempts_per_call()),
                     r.breaker_first_open.map_or_else(
                         || "never".to_owned(),
@@ -473,14 +482,6 @@ impl DrillReport {
                 ]
             })
             .collect();
-        let (left, right): (Vec<Vec<String>>, Vec<Vec<String>>) = rows
-            .into_iter()
-            .map(|row| {
-                let mut right = row[8..].to_vec();
-                right.insert(0, row[0].clone());
-                (row[..8].to_vec(), right)
-            })
-            .unzip();
         format!(
             "{}\n{}",
             format_table(&outcomes, &left),
