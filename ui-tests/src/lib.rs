@@ -1,4 +1,8 @@
 //! The error type the ui cases' guarded functions return.
+//!
+//! The same as the integration tests' `resilience_tests::CallError`, written again on purpose:
+//! depending on that crate would put its dependencies (axum, proptest, …) back into the build
+//! trybuild makes for these cases.
 
 use resilience_runtime::Rejected;
 

@@ -478,13 +478,18 @@ impl Bulkhead {
 
     #[cold]
     fn reject(&self, waited: Duration) -> Rejected {
-        self.semaphore.count_rejected();
-        if self.subscribers.any() {
-            self.tell_rejected(waited);
-        }
+        self.count_rejected(waited);
         Rejected::BulkheadFull {
             name: self.name.clone(),
             waited,
+        }
+    }
+
+    /// Counts a refusal and tells the subscribers, whatever the rejection says.
+    fn count_rejected(&self, waited: Duration) {
+        self.semaphore.count_rejected();
+        if self.subscribers.any() {
+            self.tell_rejected(waited);
         }
     }
 
@@ -492,7 +497,7 @@ impl Bulkhead {
     /// as [`reject`](Self::reject) counts and tells it, saying why.
     #[cold]
     fn refuse_blocking(&self) -> Rejected {
-        drop(self.reject(Duration::ZERO));
+        self.count_rejected(Duration::ZERO);
         Rejected::WouldBlock {
             aspect: crate::Aspect::Bulkhead,
             name: self.name.clone(),

@@ -440,6 +440,16 @@ impl RateLimiter {
 
     #[cold]
     fn refuse(&self, retry_after: u64) -> Rejected {
+        let retry_after = self.count_refused(retry_after);
+        Rejected::RequestNotPermitted {
+            name: self.name.clone(),
+            retry_after,
+        }
+    }
+
+    /// Counts a refusal and tells the subscribers, whatever the rejection says; returns
+    /// `retry_after` (nanoseconds) as a duration.
+    fn count_refused(&self, retry_after: u64) -> Duration {
         self.rejected.fetch_add(1, Ordering::Relaxed);
         let retry_after = Duration::from_nanos(retry_after);
         if self.subscribers.any() {
@@ -448,10 +458,7 @@ impl RateLimiter {
                 retry_after,
             });
         }
-        Rejected::RequestNotPermitted {
-            name: self.name.clone(),
-            retry_after,
-        }
+        retry_after
     }
 
     /// A permission was free in a later cycle, `retry_after` nanoseconds away, and the call may
@@ -459,7 +466,7 @@ impl RateLimiter {
     /// tells it, saying why.
     #[cold]
     fn refuse_blocking(&self, retry_after: u64) -> Rejected {
-        drop(self.refuse(retry_after));
+        self.count_refused(retry_after);
         Rejected::WouldBlock {
             aspect: crate::Aspect::RateLimiter,
             name: self.name.clone(),
