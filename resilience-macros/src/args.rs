@@ -39,27 +39,35 @@ impl Kind {
 
     /// The aspect table: one row per aspect.
     pub(crate) const fn row(self) -> Row {
-        use Key::{Crate, Fallback, FallbackOnError, Ignore, Name, Record, RetryOn};
+        use Key::{Crate, Fallback, FallbackOnError, Ignore, Name, Record, Registry, RetryOn};
         match self {
             Kind::Bulkhead => Row {
                 attr: "bulkhead",
-                keys: &[Name, Fallback, FallbackOnError, Crate],
+                keys: &[Name, Fallback, FallbackOnError, Registry, Crate],
             },
             Kind::RateLimiter => Row {
                 attr: "rate_limiter",
-                keys: &[Name, Fallback, FallbackOnError, Crate],
+                keys: &[Name, Fallback, FallbackOnError, Registry, Crate],
             },
             Kind::Retry => Row {
                 attr: "retry",
-                keys: &[Name, RetryOn, Fallback, FallbackOnError, Crate],
+                keys: &[Name, RetryOn, Fallback, FallbackOnError, Registry, Crate],
             },
             Kind::CircuitBreaker => Row {
                 attr: "circuit_breaker",
-                keys: &[Name, Ignore, Record, Fallback, FallbackOnError, Crate],
+                keys: &[
+                    Name,
+                    Ignore,
+                    Record,
+                    Fallback,
+                    FallbackOnError,
+                    Registry,
+                    Crate,
+                ],
             },
             Kind::TimeLimiter => Row {
                 attr: "time_limiter",
-                keys: &[Name, Fallback, FallbackOnError, Crate],
+                keys: &[Name, Fallback, FallbackOnError, Registry, Crate],
             },
         }
     }
@@ -109,18 +117,21 @@ pub(crate) enum Key {
     Record,
     /// `retry_on = path`: errors a retry retries.
     RetryOn,
+    /// `registry = path`: the registry the call site uses instead of the global one.
+    Registry,
     /// `crate = "path"`: where `resilience_runtime` is.
     Crate,
 }
 
 impl Key {
-    const ALL: [Key; 7] = [
+    const ALL: [Key; 8] = [
         Key::Name,
         Key::Fallback,
         Key::FallbackOnError,
         Key::Ignore,
         Key::Record,
         Key::RetryOn,
+        Key::Registry,
         Key::Crate,
     ];
 
@@ -136,6 +147,7 @@ impl Key {
             Key::Ignore => "ignore",
             Key::Record => "record",
             Key::RetryOn => "retry_on",
+            Key::Registry => "registry",
             Key::Crate => "crate",
         }
     }
@@ -149,6 +161,7 @@ impl Key {
             Key::Ignore => "is_client_error",
             Key::Record => "is_transient",
             Key::RetryOn => "is_transient",
+            Key::Registry => "crate::REGISTRY",
             Key::Crate => "\"my_resilience\"",
         }
     }
@@ -207,6 +220,7 @@ pub(crate) struct AspectArgs {
     pub(crate) ignore: Option<PathArg>,
     pub(crate) record: Option<PathArg>,
     pub(crate) retry_on: Option<PathArg>,
+    pub(crate) registry: Option<PathArg>,
     pub(crate) krate: Option<PathArg>,
 }
 
@@ -225,6 +239,7 @@ fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<Asp
     let mut ignore = None;
     let mut record = None;
     let mut retry_on = None;
+    let mut registry = None;
     let mut krate = None;
     let mut seen: Vec<Ident> = Vec::new();
 
@@ -322,6 +337,25 @@ fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<Asp
             Key::Ignore => ignore = Some(path_arg(kind, which, &key, &value)?),
             Key::Record => record = Some(path_arg(kind, which, &key, &value)?),
             Key::RetryOn => retry_on = Some(path_arg(kind, which, &key, &value)?),
+            Key::Registry => {
+                let Expr::Path(ExprPath {
+                    path, qself: None, ..
+                }) = &value
+                else {
+                    return Err(syn::Error::new(
+                        value.span(),
+                        format!(
+                            "`registry` must be the path of a `static` registry (such as a \
+                             `LazyLock<Registry>`), {}",
+                            example(kind, which)
+                        ),
+                    ));
+                };
+                registry = Some(PathArg {
+                    key: key.clone(),
+                    path: path.clone(),
+                });
+            }
         }
         seen.push(key);
         if input.is_empty() {
@@ -348,6 +382,7 @@ fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<Asp
         ignore,
         record,
         retry_on,
+        registry,
         krate,
     })
 }

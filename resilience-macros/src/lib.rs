@@ -1,4 +1,5 @@
-//! Attribute macros of `resilience`: `#[bulkhead]`, `#[rate_limiter]` and `#[circuit_breaker]`.
+//! Attribute macros of `resilience`: `#[bulkhead]`, `#[rate_limiter]`, `#[retry]`,
+//! `#[circuit_breaker]` and `#[time_limiter]`.
 //!
 //! Use them through `resilience-runtime`, which re-exports them: generated code names only
 //! `::resilience_runtime::__private` and `::core` (or the path given with `crate = "path"`),
@@ -22,6 +23,7 @@ use args::Kind;
 /// | `name = "orders"` | the bulkhead instance (required), configured in the registry; a string literal or a `&str` constant (`name = ORDERS`) |
 /// | `fallback = path` | called with the same arguments and the `Rejected` when the call is refused; its return type is the function's (an `async fn`'s fallback is an `async fn`; in a method, a bare name means `Self::name`) |
 /// | `fallback_on_error = true` | the fallback also handles the function's `Err`: it then receives `E` (a rejection converted with `From<Rejected>`) after the outcome is recorded; arguments taken by value are cloned before the call, so they must be `Clone` |
+/// | `registry = path` | the `static` `Registry` this function uses (a `LazyLock<Registry>`, say), given once per function; without it, the registry in scope (`Registry::scope`), else the global one |
 /// | `crate = "path"` | where `resilience_runtime` is, if the dependency is renamed |
 ///
 /// The function keeps its signature. Without a fallback it returns `Result<T, E>` with
@@ -99,6 +101,7 @@ pub fn bulkhead(args: TokenStream, item: TokenStream) -> TokenStream {
 /// | `name = "payments"` | the rate limiter instance (required), configured in the registry; a string literal or a `&str` constant (`name = ORDERS`) |
 /// | `fallback = path` | called with the same arguments and the `Rejected` when the call is refused (see `#[bulkhead]`) |
 /// | `fallback_on_error = true` | the fallback also handles the function's `Err`, receiving `E` (see `#[bulkhead]`) |
+/// | `registry = path` | the `static` `Registry` this function uses (a `LazyLock<Registry>`, say), given once per function; without it, the registry in scope (`Registry::scope`), else the global one |
 /// | `crate = "path"` | where `resilience_runtime` is, if the dependency is renamed |
 ///
 /// Stacked with `#[bulkhead]` and `#[circuit_breaker]` in any order, it runs inside the
@@ -153,6 +156,7 @@ pub fn rate_limiter(args: TokenStream, item: TokenStream) -> TokenStream {
 /// | `record = path` | `fn(&E) -> bool`: errors that count as failures; any other error counts as a success (Resilience4j's `recordExceptions`). Default: every `Err` is a failure |
 /// | `fallback = path` | called with the same arguments and the `Rejected` when the call is refused |
 /// | `fallback_on_error = true` | the fallback also handles the function's `Err`, receiving `E` (see `#[bulkhead]`) |
+/// | `registry = path` | the `static` `Registry` this function uses (a `LazyLock<Registry>`, say), given once per function; without it, the registry in scope (`Registry::scope`), else the global one |
 /// | `crate = "path"` | where `resilience_runtime` is, if the dependency is renamed |
 ///
 /// A rejection by another guard (a full bulkhead) is not a failure of the call: the breaker
@@ -204,6 +208,7 @@ pub fn circuit_breaker(args: TokenStream, item: TokenStream) -> TokenStream {
 /// | `retry_on = path` | `fn(&E) -> bool`: the errors that are retried. Default: every `Err` |
 /// | `fallback = path` | called with the same arguments and the `Rejected` when the call is refused (see `#[bulkhead]`) |
 /// | `fallback_on_error = true` | the fallback also handles the function's `Err`, receiving `E` (see `#[bulkhead]`) |
+/// | `registry = path` | the `static` `Registry` this function uses (a `LazyLock<Registry>`, say), given once per function; without it, the registry in scope (`Registry::scope`), else the global one |
 /// | `crate = "path"` | where `resilience_runtime` is, if the dependency is renamed |
 ///
 /// Stacked with the other aspects in any order, it runs at precedence 300 by default: inside
@@ -265,6 +270,7 @@ pub fn retry(args: TokenStream, item: TokenStream) -> TokenStream {
 /// | `name = "inventory"` | the time limiter instance (required), configured in the registry; a string literal or a `&str` constant (`name = ORDERS`) |
 /// | `fallback = path` | called with the same arguments and the `Rejected` when the call is refused or cut off (its arguments are cloned before the call: it needs them after the body took them) |
 /// | `fallback_on_error = true` | the fallback also handles the function's `Err`, receiving `E` (see `#[bulkhead]`) |
+/// | `registry = path` | the `static` `Registry` this function uses (a `LazyLock<Registry>`, say), given once per function; without it, the registry in scope (`Registry::scope`), else the global one |
 /// | `crate = "path"` | where `resilience_runtime` is, if the dependency is renamed |
 ///
 /// It runs at precedence 500 by default, inside everything else: each attempt of a retry is

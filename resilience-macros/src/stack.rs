@@ -13,6 +13,8 @@ pub(crate) struct Stack {
     pub(crate) fallback: Option<PathArg>,
     /// The fallback also handles the function's `Err`s (`fallback_on_error = true`).
     pub(crate) fallback_on_error: bool,
+    /// `registry = path`: the call site's registry, instead of the scoped or global one.
+    pub(crate) registry: Option<Path>,
     pub(crate) krate: Path,
 }
 
@@ -25,6 +27,27 @@ impl Stack {
     /// The aspect of `kind`, if it is in the stack.
     pub(crate) fn of(&self, kind: Kind) -> Option<&AspectArgs> {
         self.aspects.iter().find(|a| a.kind == kind)
+    }
+
+    /// The expression of the call site's plan: in the `registry = path` given, else in the
+    /// registry in scope or the global one.
+    pub(crate) fn site_plan(&self) -> proc_macro2::TokenStream {
+        let krate = &self.krate;
+        match &self.registry {
+            None => quote::quote!(#krate::__private::CallSite::plan(&__RESILIENCE_CALL_SITE)),
+            Some(path) => {
+                // Spanned on the path: a value that is not a registry is an error there.
+                let registry = quote::quote_spanned! {path.span()=>
+                    {
+                        let __resilience_registry: &#krate::Registry = &#path;
+                        __resilience_registry
+                    }
+                };
+                quote::quote! {
+                    #krate::__private::CallSite::plan_in(&__RESILIENCE_CALL_SITE, #registry)
+                }
+            }
+        }
     }
 
     /// Whether an aspect wraps the rest of the call (a retry, a time limiter): then the call
@@ -116,6 +139,7 @@ pub(crate) fn build(inherited: &[AspectArgs], own: Vec<AspectArgs>) -> syn::Resu
 
     let mut fallback: Option<(PathArg, Kind)> = None;
     let mut krate: Option<PathArg> = None;
+    let mut registry: Option<PathArg> = None;
     let mut fallback_on_error = false;
     for aspect in &aspects {
         if let Some(key) = &aspect.fallback_on_error {
@@ -140,6 +164,16 @@ pub(crate) fn build(inherited: &[AspectArgs], own: Vec<AspectArgs>) -> syn::Resu
                 None => fallback = Some((f.clone(), aspect.kind)),
             }
         }
+        if let Some(r) = &aspect.registry {
+            match &registry {
+                Some(_) => push(syn::Error::new(
+                    r.key.span(),
+                    "`registry` is already given on another attribute of this function; a call \
+                     site has one registry, so give it once",
+                )),
+                None => registry = Some(r.clone()),
+            }
+        }
         if let Some(k) = &aspect.krate {
             match &krate {
                 Some(_) => push(syn::Error::new(
@@ -157,6 +191,7 @@ pub(crate) fn build(inherited: &[AspectArgs], own: Vec<AspectArgs>) -> syn::Resu
         aspects,
         fallback: fallback.map(|(f, _)| f),
         fallback_on_error,
+        registry: registry.map(|r| r.path),
         krate: krate.map_or_else(|| syn::parse_quote!(::resilience_runtime), |k| k.path),
     })
 }

@@ -14,13 +14,14 @@
 //! | [`TimedOut`](Rejected::TimedOut) | `504 Gateway Timeout` | none: nothing says when the dependency will be faster |
 //! | [`WouldBlock`](Rejected::WouldBlock) | `503 Service Unavailable` | none: the guard was busy, but a sync handler on a current-thread runtime should not wait |
 //! | [`Reentrant`](Rejected::Reentrant) | `500 Internal Server Error` | none: a retry would be refused again |
+//! | [`Unconfigured`](Rejected::Unconfigured) | `500 Internal Server Error` | none: the service is misconfigured until it is redeployed |
 //!
 //! The body is a JSON object (`Content-Type: application/json`) with these keys, always all
 //! present:
 //!
 //! | key | value |
 //! |---|---|
-//! | `error` | `"bulkhead_full"`, `"call_not_permitted"`, `"request_not_permitted"`, `"timed_out"`, `"would_block"` or `"reentrant"` |
+//! | `error` | `"bulkhead_full"`, `"call_not_permitted"`, `"request_not_permitted"`, `"timed_out"`, `"would_block"`, `"reentrant"` or `"unconfigured"` |
 //! | `aspect` | the kind of guard that refused the call, as in attributes: `"bulkhead"`, `"circuit_breaker"`, `"rate_limiter"` |
 //! | `instance` | the instance name (`"orders"`) |
 //! | `message` | the rejection's `Display` text, for people; not meant to be parsed |
@@ -118,6 +119,8 @@ fn parts(rejected: &Rejected) -> (StatusCode, Option<Duration>, &'static str) {
         Rejected::TimedOut { .. } => (StatusCode::GATEWAY_TIMEOUT, None, "timed_out"),
         Rejected::WouldBlock { .. } => (StatusCode::SERVICE_UNAVAILABLE, None, "would_block"),
         Rejected::Reentrant { .. } => (StatusCode::INTERNAL_SERVER_ERROR, None, "reentrant"),
+        // 500: a name the registry requires configured was not; only a deployment fixes it.
+        Rejected::Unconfigured { .. } => (StatusCode::INTERNAL_SERVER_ERROR, None, "unconfigured"),
     }
 }
 
@@ -317,6 +320,19 @@ mod tests {
         assert_eq!(retry_after, None);
         assert_eq!(body["error"], "reentrant");
         assert_eq!(body["aspect"], "bulkhead");
+        assert_eq!(body["retry_after_seconds"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn an_unconfigured_guard_is_500_without_retry_after() {
+        let (status, retry_after, body) = respond(Rejected::Unconfigured {
+            aspect: Aspect::CircuitBreaker,
+            name: Name::from("orders"),
+        });
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(retry_after, None);
+        assert_eq!(body["error"], "unconfigured");
+        assert_eq!(body["aspect"], "circuit_breaker");
         assert_eq!(body["retry_after_seconds"], serde_json::Value::Null);
     }
 

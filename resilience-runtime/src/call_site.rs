@@ -7,7 +7,7 @@ use std::fmt;
 use crate::aspect::Aspect;
 use crate::plan::Guard;
 use crate::plan_cache::{PlanCache, SitePlan};
-use crate::registry::Registry;
+use crate::registry::{with_scoped, Registry};
 
 /// A function guarded by the attribute macros: where it is, and which guards it runs through.
 ///
@@ -67,12 +67,33 @@ impl CallSite {
         self.plan.guards()
     }
 
-    /// This call site's plan in the global registry, cached (interned: a plain reference that
-    /// a sync or an async call holds for as long as it runs).
+    /// This call site's plan in the registry in [scope](Registry::scope), else in the global
+    /// one, cached. A global plan is interned: a plain reference that a sync or an async call
+    /// holds for as long as it runs; outside every scope this costs one thread-local read.
     #[doc(hidden)]
     #[inline]
     pub fn plan(&self) -> SitePlan {
-        self.plan.global()
+        with_scoped(|scoped| match scoped {
+            None => SitePlan::interned(self.plan.global()),
+            Some(registry) => self.plan_scoped(registry),
+        })
+    }
+
+    /// [`plan`](Self::plan) inside a scope: out of the way of a call outside every scope.
+    #[cold]
+    #[inline(never)]
+    fn plan_scoped(&self, registry: &Registry) -> SitePlan {
+        self.plan_in(registry)
+    }
+
+    /// This call site's plan in `registry` (`registry = path` on the annotation), cached.
+    #[doc(hidden)]
+    pub fn plan_in(&self, registry: &Registry) -> SitePlan {
+        if std::ptr::eq(registry, Registry::global()) {
+            SitePlan::interned(self.plan.global())
+        } else {
+            SitePlan::shared(self.plan.get_arc(registry))
+        }
     }
 }
 

@@ -101,6 +101,18 @@ pub enum Rejected {
         /// The instance re-entered.
         name: Name,
     },
+    /// The registry [requires every name to be configured](crate::Registry::require_configured)
+    /// and this call's guard `name` was not: no guard of the call was entered, and the call
+    /// did not run. A deployment mistake, not an overload: configure the name at startup, and
+    /// call [`Registry::validate`](crate::Registry::validate) in `main` to catch it before
+    /// the first call.
+    #[non_exhaustive]
+    Unconfigured {
+        /// The kind of guard without a configuration.
+        aspect: Aspect,
+        /// Its instance name.
+        name: Name,
+    },
 }
 
 impl Rejected {
@@ -111,7 +123,9 @@ impl Rejected {
             Rejected::CallNotPermitted { .. } => Aspect::CircuitBreaker,
             Rejected::RequestNotPermitted { .. } => Aspect::RateLimiter,
             Rejected::TimedOut { .. } => Aspect::TimeLimiter,
-            Rejected::WouldBlock { aspect, .. } | Rejected::Reentrant { aspect, .. } => *aspect,
+            Rejected::WouldBlock { aspect, .. }
+            | Rejected::Reentrant { aspect, .. }
+            | Rejected::Unconfigured { aspect, .. } => *aspect,
         }
     }
 
@@ -123,7 +137,8 @@ impl Rejected {
             | Rejected::RequestNotPermitted { name, .. }
             | Rejected::TimedOut { name, .. }
             | Rejected::WouldBlock { name, .. }
-            | Rejected::Reentrant { name, .. } => name,
+            | Rejected::Reentrant { name, .. }
+            | Rejected::Unconfigured { name, .. } => name,
         }
     }
 }
@@ -165,6 +180,11 @@ impl fmt::Display for Rejected {
             Rejected::Reentrant { aspect, name } => write!(
                 f,
                 "{aspect} `{name}` is already held on this call chain and re-entry is rejected"
+            ),
+            Rejected::Unconfigured { aspect, name } => write!(
+                f,
+                "{aspect} `{name}` has no configuration, and the registry requires one \
+                 (`require_configured`): configure it at startup"
             ),
         }
     }

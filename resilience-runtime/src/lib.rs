@@ -5,8 +5,9 @@
     not(feature = "toml"),
     doc = "Fault-tolerance guards run in a declared order; see the README."
 )]
-// Denied everywhere but two audited spots, each allowed item by item with a `// SAFETY:` note:
-// the breaker's spin lock (`sync::SpinLock`) and the coarse clock's `libc` calls (`clock`).
+// Denied everywhere but four audited spots, each allowed item by item with a `// SAFETY:` note:
+// the breaker's spin lock (`sync::SpinLock`), the coarse clock's `libc` calls (`clock`), the
+// registry in scope (`registry::scope`) and a call site's one-word plan handle (`plan_cache`).
 #![deny(unsafe_code)]
 // docs.rs marks each item with the feature it needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -70,7 +71,7 @@ pub use rate_limiter::{
     RateLimiter, RateLimiterConfig, RateLimiterConfigBuilder, RateLimiterEvent, RateLimiterMetrics,
 };
 pub use recent::RecentEvent;
-pub use registry::Registry;
+pub use registry::{Registry, Scoped};
 pub use retry::{Retry, RetryConfig, RetryConfigBuilder, RetryEvent, RetryMetrics};
 pub use time_limiter::{
     TimeLimiter, TimeLimiterConfig, TimeLimiterConfigBuilder, TimeLimiterEvent, TimeLimiterMetrics,

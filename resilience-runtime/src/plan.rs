@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::aspect::Aspect;
 use crate::bulkhead::Bulkhead;
 use crate::circuit_breaker::CircuitBreaker;
+use crate::error::Rejected;
 use crate::gate::Gate;
 use crate::name::Name;
 use crate::rate_limiter::RateLimiter;
@@ -340,6 +341,12 @@ pub struct Plan {
     layout: Vec<Place>,
     generation: u64,
     policy: ReentrancyPolicy,
+    /// The first guard without a configuration, when the registry requires one
+    /// ([`Registry::require_configured`](crate::Registry::require_configured)): the plan then
+    /// has no guards and refuses every call with [`Rejected::Unconfigured`]. Only a call
+    /// site's cache builds such a plan; [`Registry::plan`](crate::Registry::plan) returns an
+    /// error instead.
+    unconfigured: Option<(Aspect, Name)>,
 }
 
 impl Plan {
@@ -351,7 +358,35 @@ impl Plan {
             layout: Vec::with_capacity(3),
             generation,
             policy,
+            unconfigured: None,
         }
+    }
+
+    /// A plan that refuses every call because its guard `aspect` `name` has no configuration
+    /// and the registry requires one.
+    pub(crate) fn refusing(
+        generation: u64,
+        policy: ReentrancyPolicy,
+        aspect: Aspect,
+        name: Name,
+    ) -> Self {
+        Plan {
+            steps: Vec::new(),
+            order: GateOrder::EMPTY,
+            wrappers: Vec::new(),
+            layout: Vec::new(),
+            generation,
+            policy,
+            unconfigured: Some((aspect, name)),
+        }
+    }
+
+    /// The refusal of a plan built by [`refusing`](Self::refusing); `None` for every other.
+    #[inline(always)]
+    pub(crate) fn unconfigured(&self) -> Option<Rejected> {
+        self.unconfigured
+            .as_ref()
+            .map(|(aspect, name)| unconfigured(*aspect, name))
     }
 
     /// Adds the gate `step` after the guards already in the plan (the caller sorts them).
@@ -446,6 +481,7 @@ impl Plan {
     /// Whether `other` runs the same instances in the same order under the same policy.
     pub(crate) fn same_as(&self, other: &Plan) -> bool {
         self.policy == other.policy
+            && self.unconfigured == other.unconfigured
             && self.layout.len() == other.layout.len()
             && self.ids().eq(other.ids())
     }
@@ -468,6 +504,16 @@ impl fmt::Debug for Plan {
             .field("guards", &self.guards().collect::<Vec<_>>())
             .field("generation", &self.generation)
             .field("policy", &self.policy)
+            .field("unconfigured", &self.unconfigured)
             .finish()
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn unconfigured(aspect: Aspect, name: &Name) -> Rejected {
+    Rejected::Unconfigured {
+        aspect,
+        name: name.clone(),
     }
 }

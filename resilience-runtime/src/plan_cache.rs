@@ -27,7 +27,9 @@
 //! the configuration its plan was resolved from.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::ops::Deref;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -166,7 +168,7 @@ impl PlanCache {
 
     /// The plan in the global registry, interned.
     #[inline]
-    pub(crate) fn global(&self) -> SitePlan {
+    pub(crate) fn global(&self) -> &'static Plan {
         let registry = Registry::global();
         let current = self.interned.current.load(Ordering::Acquire);
         if current >> SLOT_BITS == registry.generation() {
@@ -182,7 +184,7 @@ impl PlanCache {
     /// current plan among the interned ones, or interns it.
     #[cold]
     #[inline(never)]
-    fn global_miss(&self, registry: &Registry) -> SitePlan {
+    fn global_miss(&self, registry: &Registry) -> &'static Plan {
         let interned = &self.interned;
         let mut overflow = interned
             .intern
@@ -242,10 +244,94 @@ impl PlanCache {
     }
 }
 
-/// A call site's plan in the global registry, as a guarded call holds it (sync or async): an
-/// interned plan, one pointer.
+/// A call site's plan as a guarded call holds it (sync or async), dereferencing to the
+/// [`Plan`]: in the global registry an interned plan (a plain reference, nothing to give
+/// back), in any other (a [scope](Registry::scope), a `registry = path`) an `Arc` of its own.
+///
+/// One word, not an enum of the two (16 bytes): an `async fn` keeps it across `.await`, and a
+/// guarded future of more than 128 bytes is moved with a `memcpy` (see
+/// `tests/tests/future_size.rs`). Written by hand for that: the address of the plan, with its
+/// low bit set when the handle owns a strong count of an `Arc<Plan>` (a plan's alignment is at
+/// least 8, so the bit is otherwise always clear).
 #[doc(hidden)]
-pub type SitePlan = &'static Plan;
+pub struct SitePlan {
+    tagged: NonNull<Plan>,
+    _owns: PhantomData<Arc<Plan>>,
+}
+
+const SHARED: usize = 1;
+const _: () = assert!(std::mem::align_of::<Plan>() > SHARED);
+
+#[allow(unsafe_code)]
+// SAFETY: a `SitePlan` is a `&'static Plan` or an `Arc<Plan>`, both `Send` and `Sync` because
+// `Plan` is (checked below).
+unsafe impl Send for SitePlan {}
+#[allow(unsafe_code)]
+// SAFETY: as for `Send`.
+unsafe impl Sync for SitePlan {}
+const _: fn() = || {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Plan>();
+};
+
+impl SitePlan {
+    #[inline(always)]
+    pub(crate) fn interned(plan: &'static Plan) -> Self {
+        SitePlan {
+            tagged: NonNull::from(plan),
+            _owns: PhantomData,
+        }
+    }
+
+    pub(crate) fn shared(plan: Arc<Plan>) -> Self {
+        #[allow(unsafe_code)]
+        // SAFETY: `Arc::into_raw` never returns null.
+        let raw = unsafe { NonNull::new_unchecked(Arc::into_raw(plan).cast_mut()) };
+        SitePlan {
+            tagged: raw.map_addr(|addr| addr | SHARED),
+            _owns: PhantomData,
+        }
+    }
+
+    /// The plan's address (`map_addr` keeps the pointer's provenance).
+    #[inline(always)]
+    fn untagged(&self) -> *mut Plan {
+        self.tagged.as_ptr().map_addr(|addr| addr & !SHARED)
+    }
+}
+
+impl Deref for SitePlan {
+    type Target = Plan;
+
+    #[inline(always)]
+    fn deref(&self) -> &Plan {
+        #[allow(unsafe_code)]
+        // SAFETY: the untagged address is that of a `&'static Plan`, or of the plan of an
+        // `Arc` whose strong count this handle owns until it is dropped.
+        unsafe {
+            &*self.untagged()
+        }
+    }
+}
+
+impl Drop for SitePlan {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if self.tagged.addr().get() & SHARED != 0 {
+            #[allow(unsafe_code)]
+            // SAFETY: tagged by `shared`, from `Arc::into_raw`: this gives its count back, once.
+            unsafe {
+                drop(Arc::from_raw(self.untagged()));
+            }
+        }
+    }
+}
+
+impl fmt::Debug for SitePlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
 
 /// A [`Plan`] borrowed from a [`PlanCache`] for one short call (see [`PlanCache::get`]):
 /// dereferences to the plan; [`into_arc`](Self::into_arc) turns it into an `Arc` to keep.
@@ -336,6 +422,26 @@ mod tests {
             assert!(std::ptr::eq(plan, first));
         }
         assert_eq!(SITE.interned.intern.lock().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_shared_site_plan_holds_one_count_of_its_plan_and_gives_it_back() {
+        let registry = Registry::new();
+        let plan = Arc::new(registry.resolve_plan(&[Guard::bulkhead("site-plan")]));
+        let site = SitePlan::shared(Arc::clone(&plan));
+        assert_eq!(Arc::strong_count(&plan), 2);
+        assert!(std::ptr::eq(&*site, &*plan));
+        assert_eq!(site.guards().count(), 1);
+        drop(site);
+        assert_eq!(Arc::strong_count(&plan), 1);
+
+        let interned: &'static Plan = Box::leak(Box::new((*plan).clone()));
+        let site = SitePlan::interned(interned);
+        assert!(std::ptr::eq(&*site, interned));
+        assert_eq!(
+            std::mem::size_of::<SitePlan>(),
+            std::mem::size_of::<usize>()
+        );
     }
 
     #[test]

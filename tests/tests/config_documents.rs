@@ -287,6 +287,30 @@ fn precedence_and_the_reentrancy_policy_are_set_as_one_table() {
 }
 
 #[test]
+fn a_document_can_require_every_name_configured_and_leave_it_again() {
+    let registry = Registry::new();
+    let changes = registry
+        .load_toml(
+            "require_configured = true\n[bulkhead.instances.orders]\nmax_concurrent_calls = 8\n",
+        )
+        .unwrap();
+    assert!(registry.requires_configured());
+    assert!(changes
+        .to_string()
+        .contains("`require_configured`: changed"));
+    // The document's names are configured; another is refused.
+    assert!(registry.plan(&[Guard::bulkhead("orders")]).is_ok());
+    let refused = registry.plan(&[Guard::bulkhead("payments")]).unwrap_err();
+    assert!(refused
+        .reason()
+        .contains("bulkhead `payments` has no configuration"));
+    // Left out next time: back to running unconfigured names on the defaults.
+    registry.load_toml("").unwrap();
+    assert!(!registry.requires_configured());
+    assert!(registry.plan(&[Guard::bulkhead("payments")]).is_ok());
+}
+
+#[test]
 fn spring_spellings_read_as_the_keys_and_values_they_mean() {
     let registry = Registry::new();
     registry
@@ -401,6 +425,7 @@ const CORPUS: &[Malformed] = &[
     bad("[circuit_breaker.instances.orders]\nsliding_window_type = \"rolling\"\n", "circuit_breaker.instances.orders.sliding_window_type", Some((2, 23)), "write one of \"count_based\", \"time_based\""),
     bad("[circuit_breaker.instances.orders]\ninitial_state = \"half_open\"\n", "circuit_breaker.instances.orders.initial_state", Some((2, 17)), "\"metrics_only\""),
     bad("reentrancy_policy = \"sometimes\"\n", "reentrancy_policy", Some((1, 21)), "\"pass_through\""),
+    bad("require_configured = \"yes\"\n", "require_configured", Some((1, 22)), "expected a boolean"),
     // Durations.
     bad("[bulkhead.instances.orders]\nmax_wait_duration = 500\n", "bulkhead.instances.orders.max_wait_duration", Some((2, 21)), "needs a unit"),
     bad("[bulkhead.instances.orders]\nmax_wait_duration = \"500 millis\"\n", "bulkhead.instances.orders.max_wait_duration", Some((2, 21)), "`millis` is not a unit"),

@@ -154,6 +154,7 @@ pub(super) fn guard_fn(
     )?;
     let krate = &stack.krate;
     let private = quote!(#krate::__private);
+    let site_plan = stack.site_plan();
     let Names {
         plan,
         call,
@@ -189,8 +190,8 @@ pub(super) fn guard_fn(
         Ok(quote! {
             #prelude
             let #rejected = #entry: {
-                // Interned: a plain reference, held across `.await`.
-                let #plan = #private::CallSite::plan(&__RESILIENCE_CALL_SITE);
+                // In the global registry, interned: a plain reference, held across `.await`.
+                let #plan = #site_plan;
                 // The call's permits, written in place as the guards admit it.
                 let mut #call = #private::GuardedCall::new();
                 // A statement, not a `match` around the call: the entry's `Result` is not kept
@@ -228,7 +229,7 @@ pub(super) fn guard_fn(
             quote! {
                 #register
                 #prelude
-                let #plan = #private::CallSite::plan(&__RESILIENCE_CALL_SITE);
+                let #plan = #site_plan;
                 // The call's permits, written in place as the guards admit it.
                 let mut #call = #private::GuardedCall::new();
                 // Bound to a local: the temporaries of a tail expression outlive `#plan`.

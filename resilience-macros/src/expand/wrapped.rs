@@ -43,6 +43,7 @@ pub(super) fn wrapped_body(
 ) -> syn::Result<TokenStream> {
     let krate = &stack.krate;
     let private = quote!(#krate::__private);
+    let site_plan = stack.site_plan();
     let Names {
         plan,
         rejected,
@@ -104,8 +105,8 @@ pub(super) fn wrapped_body(
     };
     Ok(quote! {
         #prelude
-        // Interned: a plain reference, held across `.await`.
-        let #plan = #private::CallSite::plan(&__RESILIENCE_CALL_SITE);
+        // In the global registry, interned: a plain reference, held across `.await`.
+        let #plan = #site_plan;
         let #value = match #run {
             ::core::result::Result::Ok(#value) => #value,
             ::core::result::Result::Err(#rejected) => #on_rejected,

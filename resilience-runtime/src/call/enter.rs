@@ -129,9 +129,16 @@ impl Plan {
         if from == 0 {
             held.start(self.order());
         }
+        let steps = &self.steps()[..span.end(self)];
+        // A plan that refuses every call (a name the registry requires configured was not)
+        // has no gates: only a plan without gates asks.
+        if steps.is_empty() && from == 0 {
+            if let Some(rejected) = self.unconfigured() {
+                return Err(refused(0, held, rejected));
+            }
+        }
         // Most calls are not nested in another guarded call: then no gate needs the check.
         let nested = self.policy() != ReentrancyPolicy::Allow && chain_is_busy();
-        let steps = &self.steps()[..span.end(self)];
         for (index, step) in steps.iter().enumerate().skip(from) {
             if nested {
                 match self.admit_reentry(step) {

@@ -185,6 +185,9 @@ impl Plan {
         A: Attempt,
         J: Judge<A::Output>,
     {
+        if let Some(rejected) = self.unconfigured() {
+            return Err(rejected);
+        }
         let mut held = Held::new();
         let result = match self.enter_flat(&mut held) {
             Ok(()) => {
@@ -443,6 +446,9 @@ impl Plan {
         A::Output: Future,
         J: Judge<<A::Output as Future>::Output>,
     {
+        if let Some(rejected) = self.unconfigured() {
+            return Err(rejected);
+        }
         let mut held = Held::new();
         // The place of the call's future, for every attempt: the first is polled here, and
         // the nested model polls it in place if it is not ready.

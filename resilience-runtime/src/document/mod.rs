@@ -1,5 +1,5 @@
 //! A whole configuration as one document: every kind's named configurations and instances,
-//! the precedence table and the re-entrancy policy, with the shape and key names of
+//! the precedence table, the re-entrancy policy and whether every name must be configured, with the shape and key names of
 //! Resilience4j's Spring configuration (in snake_case). [`ConfigDocument`] reads through any
 //! `serde` format; [`Registry::load_toml`](crate::Registry::load_toml) and
 //! [`Registry::load_file`](crate::Registry::load_file) read TOML and say where an error is.
@@ -41,6 +41,7 @@ settings! {
         time_limiter: Section<TimeLimiterSettings>,
         precedence: PrecedenceSettings,
         reentrancy_policy: ReentrancyPolicy,
+        require_configured: bool,
     }
 }
 
@@ -63,6 +64,7 @@ settings! {
 /// | `base_config` | the configuration this one takes every unset key from (`"default"`: the default) |
 /// | `precedence.<kind>` | the kind's precedence: lower runs first (outermost); Resilience4j's `*AspectOrder` has no equivalent |
 /// | `reentrancy_policy` | `"pass_through"`, `"reject"` or `"allow"` |
+/// | `require_configured` | `true`: a name used without a configuration of its own is refused ([`Registry::require_configured`](crate::Registry::require_configured)) |
 ///
 /// The keys of each kind are Resilience4j's (`max_concurrent_calls`, `max_wait_duration`,
 /// `fair_call_handling_enabled`; `limit_for_period`, `limit_refresh_period`,
@@ -390,6 +392,8 @@ pub enum Setting {
     Precedence(Aspect),
     /// The re-entrancy policy.
     ReentrancyPolicy,
+    /// Whether every name used needs a configuration of its own.
+    RequireConfigured,
 }
 
 /// How a [`Setting`] changed.
@@ -420,6 +424,7 @@ impl fmt::Display for Change {
             Setting::Named(aspect, name) => write!(f, "{aspect} `{name}`")?,
             Setting::Precedence(aspect) => write!(f, "the precedence of the {aspect}")?,
             Setting::ReentrancyPolicy => f.write_str("the re-entrancy policy")?,
+            Setting::RequireConfigured => f.write_str("`require_configured`")?,
         }
         f.write_str(match self.kind {
             ChangeKind::Added => ": added",

@@ -98,6 +98,19 @@ impl Registry {
             }
             state.reentrancy = reentrancy;
             state.reentrancy_from_document = settings.reentrancy_policy.is_some();
+            let required = match settings.require_configured {
+                Some(required) => required,
+                None if state.require_configured_from_document => false,
+                None => state.require_configured,
+            };
+            if required != state.require_configured {
+                changes.push(Change {
+                    setting: Setting::RequireConfigured,
+                    kind: ChangeKind::Changed,
+                });
+            }
+            state.require_configured = required;
+            state.require_configured_from_document = settings.require_configured.is_some();
             Ok((pending, Changes { changes }))
         })
     }

@@ -92,6 +92,11 @@ impl<C: Config + Send + 'static, I: Instance<Config = C>> Kind<C, I> {
         self.configs.keys()
     }
 
+    /// Whether `name` has a configuration of its own.
+    pub(crate) fn is_configured(&self, name: &str) -> bool {
+        self.configs.contains_key(name)
+    }
+
     /// The names other configurations use as their base.
     pub(crate) fn bases(&self) -> impl Iterator<Item = &str> {
         self.configs.values().filter_map(|c| c.base())

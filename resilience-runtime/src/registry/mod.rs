@@ -6,6 +6,7 @@
 mod document;
 mod kind;
 mod precedence;
+mod scope;
 
 #[cfg(test)]
 mod tests;
@@ -32,6 +33,8 @@ use crate::time_limiter::{TimeLimiter, TimeLimiterConfig};
 
 use kind::{Config, Instance, Kind, Pending};
 use precedence::Precedence;
+pub(crate) use scope::with_scoped;
+pub use scope::Scoped;
 
 /// Generations are drawn from one process-wide counter, so a generation number identifies
 /// both a registry and the state of its configuration: a cached [`Plan`] is current exactly
@@ -120,12 +123,32 @@ struct State {
     circuit_breakers: Kind<CircuitBreakerConfig, CircuitBreaker>,
     precedence: Precedence,
     reentrancy: ReentrancyPolicy,
+    /// Whether resolving a name without a configuration of its own is an error
+    /// ([`Registry::require_configured`]).
+    require_configured: bool,
     /// The aspects whose precedence the last document applied set, and whether it set the
     /// re-entrancy policy: what the next document returns to the default if it leaves out.
     #[cfg(feature = "serde")]
     precedence_from_document: Vec<Aspect>,
     #[cfg(feature = "serde")]
     reentrancy_from_document: bool,
+    /// Whether the last document applied set `require_configured`.
+    #[cfg(feature = "serde")]
+    require_configured_from_document: bool,
+}
+
+impl State {
+    /// Whether the instance of `guard` has a configuration of its own.
+    fn configures(&self, guard: &Guard<'_>) -> bool {
+        let name = guard.name();
+        match guard.aspect() {
+            Aspect::Bulkhead => self.bulkheads.is_configured(name),
+            Aspect::RateLimiter => self.rate_limiters.is_configured(name),
+            Aspect::Retry => self.retries.is_configured(name),
+            Aspect::CircuitBreaker => self.circuit_breakers.is_configured(name),
+            Aspect::TimeLimiter => self.time_limiters.is_configured(name),
+        }
+    }
 }
 
 /// An aspect kind the registry keeps: its table in [`State`] and how to make an instance.
@@ -161,10 +184,13 @@ impl Registry {
                 circuit_breakers: Kind::new(CircuitBreakerConfig::default()),
                 precedence: Precedence::new(),
                 reentrancy: ReentrancyPolicy::default(),
+                require_configured: false,
                 #[cfg(feature = "serde")]
                 precedence_from_document: Vec::new(),
                 #[cfg(feature = "serde")]
                 reentrancy_from_document: false,
+                #[cfg(feature = "serde")]
+                require_configured_from_document: false,
             }),
             changing: Mutex::new(()),
             taps: RwLock::new(Vec::new()),
@@ -642,6 +668,48 @@ impl Registry {
         self.read().reentrancy
     }
 
+    /// Makes every instance name the annotations and [`plan`](Self::plan) use need a
+    /// configuration of its own (`true`), instead of running a name nobody configured on the
+    /// default configuration of its kind (`false`, the default).
+    ///
+    /// Under it, a guard list naming an unconfigured instance is a [`ConfigError`] from
+    /// [`plan`](Self::plan), and a guarded function whose guard is unconfigured refuses every
+    /// call with [`Rejected::Unconfigured`](crate::Rejected::Unconfigured) (its body does not
+    /// run, no guard is entered) until the name is configured. A base configuration counts
+    /// as configured; the default configuration of a kind does not. The accessors
+    /// ([`bulkhead`](Self::bulkhead), …) still create what they are asked for: they name an
+    /// instance on purpose.
+    ///
+    /// Call [`validate`](Self::validate) in `main` too: it lists every unconfigured name at
+    /// startup, with the functions that use it, before any call is refused.
+    ///
+    /// ```
+    /// use resilience_runtime::{BulkheadConfig, Guard, Registry};
+    ///
+    /// let registry = Registry::new();
+    /// registry.require_configured(true);
+    /// let err = registry.plan(&[Guard::bulkhead("orders")]).unwrap_err();
+    /// assert_eq!(err.field(), "guards");
+    /// assert!(err.reason().contains("bulkhead `orders` has no configuration"));
+    ///
+    /// registry.configure_bulkhead("orders", BulkheadConfig::builder().max_concurrent_calls(8).build()?)?;
+    /// assert!(registry.plan(&[Guard::bulkhead("orders")]).is_ok());
+    /// # Ok::<(), resilience_runtime::ConfigError>(())
+    /// ```
+    pub fn require_configured(&self, required: bool) {
+        // Infallible: the closure never returns an error.
+        let _ = self.change(|state, _| {
+            state.require_configured = required;
+            Ok(Pending::new())
+        });
+    }
+
+    /// Whether every name used needs a configuration of its own
+    /// ([`require_configured`](Self::require_configured); `false` by default).
+    pub fn requires_configured(&self) -> bool {
+        self.read().require_configured
+    }
+
     // ----- what validation reads -----
 
     /// The names configured explicitly, per aspect kind.
@@ -750,11 +818,17 @@ impl Registry {
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] (field `guards`) if the same aspect kind appears twice.
+    /// A [`ConfigError`] (field `guards`) if the same aspect kind appears twice, or if the
+    /// registry [requires every name configured](Self::require_configured) and one of
+    /// `guards` is not.
     pub fn plan(&self, guards: &[Guard<'_>]) -> Result<Plan, ConfigError> {
-        match GuardListError::check(guards) {
-            Some(problem) => Err(ConfigError::new("guards", problem.to_string())),
-            None => Ok(self.resolve_plan(guards)),
+        if let Some(problem) = GuardListError::check(guards) {
+            return Err(ConfigError::new("guards", problem.to_string()));
+        }
+        let plan = self.resolve_plan(guards);
+        match plan.unconfigured() {
+            None => Ok(plan),
+            Some(refusal) => Err(ConfigError::new("guards", refusal.to_string())),
         }
     }
 
@@ -762,7 +836,14 @@ impl Registry {
     pub(crate) fn resolve_plan(&self, guards: &[Guard<'_>]) -> Plan {
         let (precedence, policy, generation) = {
             let state = self.read();
-            (state.precedence, state.reentrancy, self.generation())
+            let generation = self.generation();
+            if state.require_configured {
+                if let Some(missing) = guards.iter().find(|g| !state.configures(g)) {
+                    let name = Name::from(missing.name());
+                    return Plan::refusing(generation, state.reentrancy, missing.aspect(), name);
+                }
+            }
+            (state.precedence, state.reentrancy, generation)
         };
         let mut sorted: Vec<&Guard<'_>> = guards.iter().collect();
         precedence.sort(&mut sorted, |g| g.aspect());
@@ -801,6 +882,7 @@ impl fmt::Debug for Registry {
             .field("clock", &self.clock)
             .field("precedence", &self.precedence())
             .field("reentrancy", &state.reentrancy)
+            .field("require_configured", &state.require_configured)
             .field("bulkheads", &state.bulkheads.len())
             .field("rate_limiters", &state.rate_limiters.len())
             .field("retries", &state.retries.len())
