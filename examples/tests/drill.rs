@@ -43,6 +43,21 @@ fn the_incident_layout_opens_the_breaker_and_bulkhead_first_does_not() {
         assert!(run.reconciles(), "{}", run.reconciliation());
     }
 
+    // Every layout has a bulkhead in front of the downstream: the calls in flight there never
+    // exceed its size, and under this overload they queue beyond the downstream's workers.
+    let config = small();
+    for run in &report.runs {
+        let most = run.timeline.iter().map(|s| s.in_flight).max().unwrap_or(0);
+        assert!(
+            most <= u64::from(config.bulkhead_max_concurrent_calls),
+            "{}: {most} calls in flight",
+            run.layout.name()
+        );
+    }
+    let first = report.run(Layout::BulkheadFirst).unwrap();
+    let most = first.timeline.iter().map(|s| s.in_flight).max().unwrap_or(0);
+    assert!(most > u64::from(config.downstream_workers), "{most} calls in flight");
+
     let incident = report.run(Layout::Incident).unwrap();
     assert!(
         incident.breaker_first_open.is_some(),

@@ -45,8 +45,8 @@ struct Args {
     /// Also write the results as JSON to PATH
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
-    /// Also draw the runs as an SVG image to PATH: calls per second by outcome, the breaker's
-    /// open time shaded
+    /// Also draw the runs as an SVG image to PATH: calls per second by outcome, the calls in
+    /// flight at the downstream, the breaker's open time shaded
     #[arg(long, value_name = "PATH", visible_alias = "plot")]
     svg: Option<PathBuf>,
     /// Take the guards' numbers from the `orders` instances of a configuration file, such as

@@ -1,5 +1,6 @@
 //! [`Downstream`]: the simulated dependency of the order service.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
@@ -37,6 +38,8 @@ impl std::error::Error for DownstreamError {}
 #[derive(Debug)]
 pub struct Downstream {
     workers: Semaphore,
+    /// Requests inside [`serve`](Self::serve): queued for a worker or being served.
+    in_flight: AtomicU64,
     started: Instant,
     start: Duration,
     peak: Duration,
@@ -53,6 +56,7 @@ impl Downstream {
     pub fn starting_at(config: &DrillConfig, started: Instant) -> Self {
         Downstream {
             workers: Semaphore::new(config.downstream_workers as usize),
+            in_flight: AtomicU64::new(0),
             started,
             start: config.service_time_start,
             peak: config.service_time_peak,
@@ -71,12 +75,19 @@ impl Downstream {
         Duration::from_secs_f64(start + (peak - start) * progress)
     }
 
+    /// The requests at the downstream now, queued for a worker or being served: what a
+    /// bulkhead in front of it bounds.
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
     /// Serves one request.
     ///
     /// # Errors
     ///
     /// [`DownstreamError`] when the request was drawn to fail.
     pub async fn serve(&self, work: Work) -> Result<(), DownstreamError> {
+        let _counted = InFlight::enter(&self.in_flight);
         let _worker = self
             .workers
             .acquire()
@@ -94,9 +105,62 @@ impl Downstream {
     }
 }
 
+/// One request counted in [`Downstream::in_flight`] while it lives: until it is served, or
+/// until its future is dropped (a time limiter cut it off).
+struct InFlight<'a>(&'a AtomicU64);
+
+impl<'a> InFlight<'a> {
+    fn enter(count: &'a AtomicU64) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        InFlight(count)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_count_in_flight_while_queued_or_served_and_when_cut_off() {
+        let config = DrillConfig {
+            downstream_workers: 1,
+            service_time_start: Duration::from_millis(100),
+            service_time_peak: Duration::from_millis(100),
+            ..DrillConfig::default()
+        };
+        let downstream = Downstream::new(&config);
+        let work = Work {
+            jitter: 1.0,
+            fails: false,
+        };
+        let mut first = Box::pin(downstream.serve(work));
+        let mut queued = Box::pin(downstream.serve(work));
+        assert!(futures_poll(first.as_mut()).is_pending());
+        assert!(futures_poll(queued.as_mut()).is_pending());
+        assert_eq!(
+            downstream.in_flight(),
+            2,
+            "one served, one queued for the worker"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(futures_poll(first.as_mut()).is_ready());
+        assert_eq!(downstream.in_flight(), 1);
+        // Dropped mid-call, as a time limiter does.
+        drop(queued);
+        assert_eq!(downstream.in_flight(), 0);
+    }
+
+    fn futures_poll<F: std::future::Future>(
+        future: std::pin::Pin<&mut F>,
+    ) -> std::task::Poll<F::Output> {
+        future.poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+    }
 
     #[test]
     fn the_service_time_climbs_linearly_then_holds() {

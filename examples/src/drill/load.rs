@@ -320,6 +320,7 @@ pub(crate) async fn run_layout(
                     elapsed: started.elapsed(),
                     counts: live.snapshot(),
                     breaker: breaker.state(),
+                    in_flight: service.downstream().in_flight(),
                 };
                 timeline.push(sample);
                 observer.progress(layout, &Progress {

@@ -1,5 +1,6 @@
 //! [`DrillReport::svg`]: the drill as a picture, one panel per layout, calls per second by
-//! outcome over the run, with the time the breaker refused calls shaded.
+//! outcome over the run, the calls in flight at the downstream, and the time the breaker
+//! refused calls shaded.
 //!
 //! Written as SVG by hand rather than with `plotters`: plotters lays its text out with a font
 //! it has to load (the system's through font-kit, which needs fontconfig to build, or a font
@@ -14,10 +15,13 @@ use super::report::{DrillReport, RunReport, Sample};
 
 const WIDTH: f64 = 960.0;
 const PANEL: f64 = 170.0;
-const TOP: f64 = 56.0;
+const TOP: f64 = 72.0;
 const LEFT: f64 = 64.0;
-const RIGHT: f64 = 16.0;
+/// Room for the in-flight scale on the right.
+const RIGHT: f64 = 48.0;
 const PLOT_HEIGHT: f64 = 110.0;
+/// The colour of the calls in flight.
+const IN_FLIGHT: &str = "#1565c0";
 /// Samples averaged for a rate (about half a second).
 const SMOOTHING: usize = 5;
 
@@ -42,7 +46,9 @@ impl DrillReport {
     /// The drill as an SVG image: one panel per layout, in the order they ran, each the calls
     /// per second that ended in each outcome (averaged over half a second), on one logarithmic
     /// scale for every panel (a refused call returns at once, so refusals run at ten times the
-    /// rate of successes), with the time the breaker was open shaded red (half-open: yellow).
+    /// rate of successes), with the time the breaker was open shaded red (half-open: yellow),
+    /// and the calls in flight at the downstream (queued or served) on a linear scale on the
+    /// right: what the bulkhead bounds, and what piles up without it.
     pub fn svg(&self) -> String {
         let rates: Vec<Vec<Vec<(f64, f64)>>> = self.runs.iter().map(rates_of).collect();
         let top_rate = rates
@@ -57,6 +63,14 @@ impl DrillReport {
             .iter()
             .map(|r| r.elapsed.as_secs_f64())
             .fold(1.0, f64::max);
+        let in_flight_max = nice_ceiling(
+            self.runs
+                .iter()
+                .flat_map(|r| &r.timeline)
+                .map(|s| s.in_flight)
+                .max()
+                .unwrap_or(0),
+        );
         let height = TOP + PANEL * self.runs.len() as f64 + 8.0;
         let mut svg = String::new();
         let _ = write!(
@@ -78,11 +92,23 @@ impl DrillReport {
         }
         let _ = writeln!(
             svg,
-            r##"<rect x="{x}" y="29" width="14" height="10" fill="#ffcdd2"/><text x="{}" y="38">breaker open</text>"##,
-            x + 18.0
+            r##"<line x1="{LEFT}" y1="52" x2="{}" y2="52" stroke="{IN_FLIGHT}" stroke-width="1.5" stroke-dasharray="5 2"/><text x="{}" y="56">calls in flight at the downstream (right scale)</text>
+<rect x="{}" y="47" width="14" height="10" fill="#ffcdd2"/><text x="{}" y="56">breaker open</text>
+<rect x="{}" y="47" width="14" height="10" fill="#fff3c4"/><text x="{}" y="56">half-open</text>"##,
+            LEFT + 14.0,
+            LEFT + 18.0,
+            LEFT + 340.0,
+            LEFT + 358.0,
+            LEFT + 460.0,
+            LEFT + 478.0,
         );
+        let scales = Scales {
+            x_max,
+            y_max,
+            in_flight_max,
+        };
         for (i, (run, series)) in self.runs.iter().zip(&rates).enumerate() {
-            panel(&mut svg, TOP + PANEL * i as f64, run, series, x_max, y_max);
+            panel(&mut svg, TOP + PANEL * i as f64, run, series, &scales);
         }
         svg.push_str("</svg>\n");
         svg
@@ -111,19 +137,37 @@ fn rates_of(run: &RunReport) -> Vec<Vec<(f64, f64)>> {
 /// The lowest rate the scale shows; below it, a line runs along the bottom.
 const FLOOR: f64 = 10.0;
 
+/// The first of 10, 20, 50, 100, 200, … at or above `value`.
+fn nice_ceiling(value: u64) -> u64 {
+    let mut step: u64 = 10;
+    loop {
+        for nice in [step, 2 * step, 5 * step] {
+            if value <= nice {
+                return nice;
+            }
+        }
+        step = step.saturating_mul(10);
+    }
+}
+
+/// The scales every panel shares: seconds, calls per second, calls in flight.
+struct Scales {
+    x_max: f64,
+    y_max: f64,
+    in_flight_max: u64,
+}
+
 /// The power of ten at or above `value`, at least 100.
 fn power_ceiling(value: f64) -> f64 {
     10f64.powf(value.log10().ceil()).max(FLOOR * 10.0)
 }
 
-fn panel(
-    svg: &mut String,
-    top: f64,
-    run: &RunReport,
-    series: &[Vec<(f64, f64)>],
-    x_max: f64,
-    y_max: f64,
-) {
+fn panel(svg: &mut String, top: f64, run: &RunReport, series: &[Vec<(f64, f64)>], scales: &Scales) {
+    let Scales {
+        x_max,
+        y_max,
+        in_flight_max,
+    } = *scales;
     let plot_top = top + 24.0;
     let plot_width = WIDTH - LEFT - RIGHT;
     let x_of = |seconds: f64| LEFT + plot_width * seconds / x_max;
@@ -203,6 +247,33 @@ fn panel(
         );
         tick += step;
     }
+    // The calls in flight, on the right-hand scale.
+    let flight_y =
+        |calls: u64| bottom - PLOT_HEIGHT * calls.min(in_flight_max) as f64 / in_flight_max as f64;
+    for calls in [0, in_flight_max / 2, in_flight_max] {
+        let _ = writeln!(
+            svg,
+            r#"<text x="{}" y="{:.1}" fill="{IN_FLIGHT}">{calls}</text>"#,
+            WIDTH - RIGHT + 4.0,
+            flight_y(calls) + 4.0
+        );
+    }
+    if !run.timeline.is_empty() {
+        let mut line = String::new();
+        for sample in &run.timeline {
+            let _ = write!(
+                line,
+                "{:.1},{:.1} ",
+                x_of(sample.elapsed.as_secs_f64()),
+                flight_y(sample.in_flight)
+            );
+        }
+        let _ = writeln!(
+            svg,
+            r#"<polyline fill="none" stroke="{IN_FLIGHT}" stroke-width="1.5" stroke-dasharray="5 2" points="{}"/>"#,
+            line.trim_end()
+        );
+    }
     for ((_, colour, _), points) in SERIES.iter().zip(series) {
         if points.is_empty() {
             continue;
@@ -261,6 +332,7 @@ mod tests {
                 } else {
                     CircuitState::Closed
                 },
+                in_flight: 3 * i,
             })
             .collect();
         report
@@ -275,7 +347,13 @@ mod tests {
         let svg = report.svg();
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
         assert!(svg.contains(">incident-layout<") && svg.contains(">bulkhead-first<"));
-        assert_eq!(svg.matches("<polyline").count(), 2 * SERIES.len());
+        // Each outcome and the calls in flight, in each panel.
+        assert_eq!(svg.matches("<polyline").count(), 2 * (SERIES.len() + 1));
+        // Up to 57 calls in flight: a right-hand scale of 0, 50 and 100.
+        assert!(
+            svg.contains(">100</text>") && svg.contains(">50</text>"),
+            "{svg}"
+        );
         // One open span, in the incident's panel only.
         assert_eq!(
             svg.matches(r##"fill="#ffcdd2"/>"##).count(),
@@ -285,6 +363,16 @@ mod tests {
         // 30 successes per 100 ms: 300 per second, on a scale of 10 to 1000.
         assert!(svg.contains(">10/s<") && svg.contains(">1000/s<"), "{svg}");
         assert!(!svg.contains(">10000/s<"), "{svg}");
+    }
+
+    #[test]
+    fn the_in_flight_scale_ends_at_a_round_number() {
+        assert_eq!(nice_ceiling(0), 10);
+        assert_eq!(nice_ceiling(10), 10);
+        assert_eq!(nice_ceiling(11), 20);
+        assert_eq!(nice_ceiling(57), 100);
+        assert_eq!(nice_ceiling(240), 500);
+        assert_eq!(nice_ceiling(2_001), 5_000);
     }
 
     #[test]

@@ -203,7 +203,8 @@ pub struct RunReport {
     pub timeline: Vec<Sample>,
 }
 
-/// A reading of a run as it went: the outcomes so far, and the breaker's state.
+/// A reading of a run as it went: the outcomes so far, the breaker's state, the calls in
+/// flight.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Sample {
     /// Time since the layout started.
@@ -212,6 +213,8 @@ pub struct Sample {
     pub counts: Counts,
     /// The breaker's state then.
     pub breaker: CircuitState,
+    /// The calls at the downstream then (queued for a worker or being served).
+    pub in_flight: u64,
 }
 
 impl RunReport {
@@ -373,6 +376,7 @@ impl RunReport {
                 "rate_limited": s.counts.rate_limited,
                 "timed_out": s.counts.timed_out,
                 "breaker": s.breaker.as_str(),
+                "in_flight": s.in_flight,
             })).collect::<Vec<_>>(),
             "latency": {
                 "succeeded": LatencySummary::json(self.succeeded_latency),
