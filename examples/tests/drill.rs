@@ -55,8 +55,16 @@ fn the_incident_layout_opens_the_breaker_and_bulkhead_first_does_not() {
         );
     }
     let first = report.run(Layout::BulkheadFirst).unwrap();
-    let most = first.timeline.iter().map(|s| s.in_flight).max().unwrap_or(0);
-    assert!(most > u64::from(config.downstream_workers), "{most} calls in flight");
+    let most = first
+        .timeline
+        .iter()
+        .map(|s| s.in_flight)
+        .max()
+        .unwrap_or(0);
+    assert!(
+        most > u64::from(config.downstream_workers),
+        "{most} calls in flight"
+    );
 
     let incident = report.run(Layout::Incident).unwrap();
     assert!(
