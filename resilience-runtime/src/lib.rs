@@ -84,8 +84,21 @@ pub(crate) fn next_instance_id() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
+#[doc = include_str!("attributes/bulkhead.md")]
 #[doc(inline)]
-pub use resilience_macros::{bulkhead, circuit_breaker, rate_limiter, retry, time_limiter};
+pub use resilience_macros::bulkhead;
+#[doc = include_str!("attributes/circuit_breaker.md")]
+#[doc(inline)]
+pub use resilience_macros::circuit_breaker;
+#[doc = include_str!("attributes/rate_limiter.md")]
+#[doc(inline)]
+pub use resilience_macros::rate_limiter;
+#[doc = include_str!("attributes/retry.md")]
+#[doc(inline)]
+pub use resilience_macros::retry;
+#[doc = include_str!("attributes/time_limiter.md")]
+#[doc(inline)]
+pub use resilience_macros::time_limiter;
 
 /// What the attribute macros expand to. Not a public API: names here change without notice.
 #[doc(hidden)]
