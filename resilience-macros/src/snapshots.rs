@@ -119,6 +119,22 @@ fn free_fn() -> syn::Result<()> {
 }
 
 #[test]
+fn fixed_registry() -> syn::Result<()> {
+    let file = snapshot!(
+        Kind::Bulkhead,
+        (name = "billing", registry = crate::BILLING),
+        {
+            #[circuit_breaker(name = "billing")]
+            async fn bill(amount: u64) -> Result<u64, BillingError> {
+                Ok(amount)
+            }
+        }
+    );
+    assert_guarded(&file);
+    Ok(())
+}
+
+#[test]
 fn ref_self_method() -> syn::Result<()> {
     let file = snapshot!(Kind::CircuitBreaker, (name = "catalog"), {
         pub fn price(&self, sku: &str) -> Result<u64, CatalogError> {

@@ -35,18 +35,22 @@ impl Stack {
         let krate = &self.krate;
         match &self.registry {
             None => quote::quote!(#krate::__private::CallSite::plan(&__RESILIENCE_CALL_SITE)),
-            Some(path) => {
-                // Spanned on the path: a value that is not a registry is an error there.
-                let registry = quote::quote_spanned! {path.span()=>
-                    {
-                        let __resilience_registry: &#krate::Registry = &#path;
-                        __resilience_registry
-                    }
-                };
-                quote::quote! {
-                    #krate::__private::CallSite::plan_in(&__RESILIENCE_CALL_SITE, #registry)
-                }
+            Some(_) => {
+                quote::quote!(#krate::__private::CallSite::plan_fixed(&__RESILIENCE_CALL_SITE))
             }
+        }
+    }
+
+    /// What fixes the call site's registry (`.with_registry(..)` on its `CallSite::new`), if
+    /// `registry = path` is given.
+    pub(crate) fn fixed_registry(&self) -> proc_macro2::TokenStream {
+        let krate = &self.krate;
+        match &self.registry {
+            None => proc_macro2::TokenStream::new(),
+            // Spanned on the path: a value that is not a `static` registry is an error there.
+            Some(path) => quote::quote_spanned! {path.span()=>
+                .with_registry(|| -> &'static #krate::__private::Registry { &#path })
+            },
         }
     }
 

@@ -20,6 +20,8 @@ pub struct CallSite {
     file: &'static str,
     line: u32,
     plan: PlanCache,
+    /// The registry fixed by `registry = path`, if any.
+    registry: Option<fn() -> &'static Registry>,
 }
 
 impl CallSite {
@@ -38,7 +40,23 @@ impl CallSite {
             file,
             line,
             plan: PlanCache::new(guards),
+            registry: None,
         }
+    }
+
+    /// The call site with its registry fixed (`registry = path`): its calls, and
+    /// [`Registry::validate`], use that registry whatever is in scope.
+    #[doc(hidden)]
+    pub const fn with_registry(mut self, registry: fn() -> &'static Registry) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// Whether `registry` is the one this call site's calls use: its fixed one, or, without
+    /// one, any (the global registry, or the one in scope).
+    fn runs_on(&self, registry: &Registry) -> bool {
+        self.registry
+            .is_none_or(|fixed| std::ptr::eq(fixed(), registry))
     }
 
     /// The module the function is in (`my_service::orders`).
@@ -86,9 +104,18 @@ impl CallSite {
         self.plan_in(registry)
     }
 
-    /// This call site's plan in `registry` (`registry = path` on the annotation), cached.
+    /// This call site's plan in its fixed registry (`registry = path` on the annotation),
+    /// cached.
     #[doc(hidden)]
-    pub fn plan_in(&self, registry: &Registry) -> SitePlan {
+    pub fn plan_fixed(&self) -> SitePlan {
+        match self.registry {
+            Some(registry) => self.plan_in(registry()),
+            None => self.plan(),
+        }
+    }
+
+    /// This call site's plan in `registry`, cached.
+    fn plan_in(&self, registry: &Registry) -> SitePlan {
         if std::ptr::eq(registry, Registry::global()) {
             SitePlan::interned(self.plan.global())
         } else {
@@ -163,7 +190,8 @@ impl fmt::Display for Validation {
         for guard in &self.unconfigured {
             writeln!(
                 f,
-                "{} `{}` has no configuration (it runs on the default); used by {}",
+                "{} `{}` has no configuration (it runs on the default configuration, or is \
+                 refused if the registry requires configured names); used by {}",
                 guard.aspect,
                 guard.name,
                 guard.used_by.join(", ")
@@ -189,7 +217,7 @@ pub(crate) fn validate(
     let configured: BTreeSet<(Aspect, String)> = registry.configured_names().into_iter().collect();
     let mut used: BTreeSet<(Aspect, String)> = BTreeSet::new();
     let mut unconfigured: Vec<UnconfiguredGuard> = Vec::new();
-    for site in sites {
+    for site in sites.iter().filter(|site| site.runs_on(registry)) {
         for guard in site.guards() {
             let key = (guard.aspect(), guard.name().to_owned());
             let user = format!(
@@ -238,7 +266,8 @@ impl Registry {
     }
 
     /// Checks the instance names used by the annotations against this registry's
-    /// configurations, so a service can fail fast at startup.
+    /// configurations, so a service can fail fast at startup. A function whose annotation
+    /// fixes another registry (`registry = path`) is that registry's to check, not this one's.
     ///
     /// ```
     /// use resilience_runtime::Registry;

@@ -101,7 +101,7 @@ pub enum Rejected {
         /// The instance re-entered.
         name: Name,
     },
-    /// The registry [requires every name to be configured](crate::Registry::require_configured)
+    /// The registry [requires every name to be configured](crate::Registry::set_require_configured)
     /// and this call's guard `name` was not: no guard of the call was entered, and the call
     /// did not run. A deployment mistake, not an overload: configure the name at startup, and
     /// call [`Registry::validate`](crate::Registry::validate) in `main` to catch it before
@@ -184,7 +184,7 @@ impl fmt::Display for Rejected {
             Rejected::Unconfigured { aspect, name } => write!(
                 f,
                 "{aspect} `{name}` has no configuration, and the registry requires one \
-                 (`require_configured`): configure it at startup"
+                 (`set_require_configured`): configure it at startup"
             ),
         }
     }

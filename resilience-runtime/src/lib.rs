@@ -71,7 +71,7 @@ pub use rate_limiter::{
     RateLimiter, RateLimiterConfig, RateLimiterConfigBuilder, RateLimiterEvent, RateLimiterMetrics,
 };
 pub use recent::RecentEvent;
-pub use registry::{Registry, Scoped};
+pub use registry::{Registry, WithRegistry};
 pub use retry::{Retry, RetryConfig, RetryConfigBuilder, RetryEvent, RetryMetrics};
 pub use time_limiter::{
     TimeLimiter, TimeLimiterConfig, TimeLimiterConfigBuilder, TimeLimiterEvent, TimeLimiterMetrics,
@@ -111,6 +111,7 @@ pub mod __private {
     pub use crate::outcome::CallOutcome;
     pub use crate::plan::{Guard, Plan};
     pub use crate::plan_cache::SitePlan;
+    pub use crate::registry::Registry;
     pub use inventory;
 
     /// How a guarded function's `Result` counts for its breaker: `Ok` is a success; an `Err`

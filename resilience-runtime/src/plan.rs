@@ -342,7 +342,7 @@ pub struct Plan {
     generation: u64,
     policy: ReentrancyPolicy,
     /// The first guard without a configuration, when the registry requires one
-    /// ([`Registry::require_configured`](crate::Registry::require_configured)): the plan then
+    /// ([`Registry::set_require_configured`](crate::Registry::set_require_configured)): the plan then
     /// has no guards and refuses every call with [`Rejected::Unconfigured`]. Only a call
     /// site's cache builds such a plan; [`Registry::plan`](crate::Registry::plan) returns an
     /// error instead.

@@ -10,8 +10,9 @@
 //!   back, sync or async, and holds one pointer. A registry keeps its instances as long as it
 //!   lives (configuring a name changes its instance in place), so a call site's plan changes
 //!   only with the precedence or the re-entrancy policy: a call site of `k` guards has at most
-//!   `k!` orders × 3 policies distinct plans in a program's life (18 for three gates), which
-//!   bounds what interning keeps. The first [`SLOTS`] are found lock-free; a call site that
+//!   `k!` orders × 3 policies distinct plans in a program's life (18 for three gates), and,
+//!   under [`set_require_configured`](Registry::set_require_configured), a refusing plan per
+//!   guard and policy, which bounds what interning keeps. The first [`SLOTS`] are found lock-free; a call site that
 //!   has seen more finds the others under a lock (a program that keeps changing its
 //!   precedence pays that, nobody else).
 //! - **Any registry.** The plan of the last registry asked, in an `ArcSwapOption`, borrowed
@@ -422,6 +423,23 @@ mod tests {
             assert!(std::ptr::eq(plan, first));
         }
         assert_eq!(SITE.interned.intern.lock().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_refusing_plan_is_never_interned_as_a_plan_that_runs() {
+        let registry = Registry::new();
+        let runs = registry.resolve_plan(&[]);
+        registry.set_require_configured(true);
+        let refuses = registry.resolve_plan(&[Guard::bulkhead("never-configured")]);
+        assert!(refuses.unconfigured().is_some());
+        // Neither has a guard to compare: the refusal tells them apart.
+        assert!(!runs.same_as(&refuses) && !refuses.same_as(&runs));
+        let other = registry.resolve_plan(&[Guard::retry("never-configured")]);
+        assert!(!refuses.same_as(&other), "a refusal of another guard");
+        assert!(
+            registry.bulkheads().is_empty(),
+            "no instance made to refuse"
+        );
     }
 
     #[test]

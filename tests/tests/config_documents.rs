@@ -294,7 +294,7 @@ fn a_document_can_require_every_name_configured_and_leave_it_again() {
             "require_configured = true\n[bulkhead.instances.orders]\nmax_concurrent_calls = 8\n",
         )
         .unwrap();
-    assert!(registry.requires_configured());
+    assert!(registry.require_configured());
     assert!(changes
         .to_string()
         .contains("`require_configured`: changed"));
@@ -306,8 +306,13 @@ fn a_document_can_require_every_name_configured_and_leave_it_again() {
         .contains("bulkhead `payments` has no configuration"));
     // Left out next time: back to running unconfigured names on the defaults.
     registry.load_toml("").unwrap();
-    assert!(!registry.requires_configured());
+    assert!(!registry.require_configured());
     assert!(registry.plan(&[Guard::bulkhead("payments")]).is_ok());
+    // Set in code, it stays set through a document that leaves the key out.
+    registry.load_toml("require_configured = false\n").unwrap();
+    registry.set_require_configured(true);
+    registry.load_toml("").unwrap();
+    assert!(registry.require_configured());
 }
 
 #[test]

@@ -7,8 +7,9 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use resilience_runtime::{
-    bulkhead, circuit_breaker, rate_limiter, retry, Aspect, BulkheadConfig, CircuitBreakerConfig,
-    CircuitState, ManualClock, RateLimiterConfig, Registry, Rejected, RetryConfig, SlidingWindow,
+    bulkhead, circuit_breaker, rate_limiter, retry, time_limiter, Aspect, BulkheadConfig,
+    CircuitBreakerConfig, CircuitState, ManualClock, RateLimiterConfig, Registry, Rejected,
+    RetryConfig, SlidingWindow,
 };
 use resilience_tests::CallError;
 
@@ -49,16 +50,25 @@ fn a_scope_gives_an_annotated_function_the_instances_of_its_registry() {
     );
 }
 
+/// As `free_permits_inside`, for the one test that calls it on the global registry (the
+/// test above checks that the global registry never made `own.orders`).
+#[bulkhead(name = "own.orders_back")]
+fn free_permits_back(registry: &Registry) -> Result<u32, CallError> {
+    Ok(registry
+        .bulkhead("own.orders_back")
+        .available_concurrent_calls())
+}
+
 #[test]
 fn after_the_scope_the_same_function_is_back_on_the_global_registry() {
     let registry = Registry::new();
     registry
-        .configure_bulkhead("own.orders", bulkhead_of(3))
+        .configure_bulkhead("own.orders_back", bulkhead_of(3))
         .unwrap();
-    registry.scope(|| free_permits_inside(&registry)).unwrap();
+    assert_eq!(registry.scope(|| free_permits_back(&registry)), Ok(2));
     // Outside the scope the call holds a permit of the global bulkhead (25 by default).
     let global = Registry::global();
-    assert_eq!(free_permits_inside(global).unwrap(), 24);
+    assert_eq!(free_permits_back(global).unwrap(), 24);
 }
 
 #[circuit_breaker(name = "own.inventory")]
@@ -243,7 +253,7 @@ fn strict_call() -> Result<(), CallError> {
 #[test]
 fn an_unconfigured_name_is_refused_without_entering_any_guard_until_it_is_configured() {
     let registry = Registry::new();
-    registry.require_configured(true);
+    registry.set_require_configured(true);
     registry
         .configure_bulkhead("own.strict", bulkhead_of(1))
         .unwrap();
@@ -276,7 +286,7 @@ fn an_unconfigured_name_is_refused_without_entering_any_guard_until_it_is_config
 #[test]
 fn without_strictness_the_same_name_runs_on_the_default() {
     let registry = Registry::new();
-    assert!(!registry.requires_configured());
+    assert!(!registry.require_configured());
     assert_eq!(registry.scope(strict_call), Ok(()));
     assert_eq!(
         registry
@@ -296,7 +306,7 @@ async fn strict_async(ran: Arc<AtomicU32>) -> Result<(), CallError> {
 #[tokio::test]
 async fn an_async_stack_with_a_retry_is_refused_the_same_way() {
     let registry = Registry::new();
-    registry.require_configured(true);
+    registry.set_require_configured(true);
     registry
         .configure_bulkhead("own.strict_async", bulkhead_of(1))
         .unwrap();
@@ -333,7 +343,7 @@ fn strict_sync_retry(ran: &AtomicU32) -> Result<(), CallError> {
 #[test]
 fn a_sync_stack_with_a_retry_is_refused_the_same_way() {
     let registry = Registry::new();
-    registry.require_configured(true);
+    registry.set_require_configured(true);
     let ran = AtomicU32::new(0);
     let refused = registry.scope(|| strict_sync_retry(&ran)).unwrap_err();
     assert!(matches!(
@@ -347,14 +357,53 @@ fn a_sync_stack_with_a_retry_is_refused_the_same_way() {
 }
 
 #[test]
-fn validation_at_startup_names_what_strictness_would_refuse() {
+fn a_function_with_a_fixed_registry_is_validated_by_that_registry_only() {
+    let fixed = |report: &resilience_runtime::Validation| {
+        report.unconfigured.iter().any(|u| u.name == "own.billing")
+    };
+    // The global registry has no `own.billing`, and is not asked for it.
+    let global = match Registry::global().validate_module(module_path!()) {
+        Ok(report) | Err(report) => report,
+    };
+    assert!(!fixed(&global), "{global}");
+    assert!(
+        global.unconfigured.iter().any(|u| u.name == "own.strict"),
+        "the functions without a fixed registry are checked: {global}"
+    );
+    // BILLING configures it.
+    let billing = match BILLING.validate_module(module_path!()) {
+        Ok(report) | Err(report) => report,
+    };
+    assert!(!fixed(&billing), "{billing}");
+    // A registry that lacks it and that the function does not run on is not asked either.
+    let other = Registry::new();
+    let report = match other.validate_module(module_path!()) {
+        Ok(report) | Err(report) => report,
+    };
+    assert!(!fixed(&report), "{report}");
+}
+
+#[time_limiter(name = "own.strict_timed")]
+async fn strict_timed(ran: Arc<AtomicU32>) -> Result<(), CallError> {
+    ran.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_async_function_with_only_a_time_limiter_is_refused_too() {
     let registry = Registry::new();
-    registry.require_configured(true);
-    let report = registry
-        .validate_module(module_path!())
-        .expect_err("names are unconfigured");
-    assert!(report
-        .unconfigured
-        .iter()
-        .any(|u| u.aspect == Aspect::CircuitBreaker && u.name == "own.strict"));
+    registry.set_require_configured(true);
+    let ran = Arc::new(AtomicU32::new(0));
+    let refused = registry
+        .scope_async(strict_timed(Arc::clone(&ran)))
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        refused.rejection(),
+        Some(Rejected::Unconfigured {
+            aspect: Aspect::TimeLimiter,
+            ..
+        })
+    ));
+    assert_eq!(ran.load(Ordering::Relaxed), 0);
 }

@@ -334,6 +334,7 @@ pub(super) fn register(stack: &Stack, sig: &Signature) -> TokenStream {
     });
     let function = sig.ident.to_string();
     let line = quote_spanned!(sig.ident.span()=> ::core::line!());
+    let fixed = stack.fixed_registry();
     quote! {
         static __RESILIENCE_CALL_SITE: #krate::__private::CallSite =
             #krate::__private::CallSite::new(
@@ -342,7 +343,7 @@ pub(super) fn register(stack: &Stack, sig: &Signature) -> TokenStream {
                 ::core::file!(),
                 #line,
                 &[#(#guards),*],
-            );
+            )#fixed;
         #krate::__private::inventory::submit! {
             #krate::__private::CallSiteEntry(&__RESILIENCE_CALL_SITE)
         }

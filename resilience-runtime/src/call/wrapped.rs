@@ -185,6 +185,7 @@ impl Plan {
         A: Attempt,
         J: Judge<A::Output>,
     {
+        // A plan that refuses every call has no gates: refused here, before any entry.
         if let Some(rejected) = self.unconfigured() {
             return Err(rejected);
         }
@@ -446,6 +447,9 @@ impl Plan {
         A::Output: Future,
         J: Judge<<A::Output as Future>::Output>,
     {
+        // A plan that refuses every call has no gates: refused here, before any entry. Not
+        // only tidy: the entry's refusal would name gate 0, which the nested model reads as a
+        // gate past the (empty) first segment, and would go on to run the call.
         if let Some(rejected) = self.unconfigured() {
             return Err(rejected);
         }

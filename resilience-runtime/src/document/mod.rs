@@ -64,7 +64,7 @@ settings! {
 /// | `base_config` | the configuration this one takes every unset key from (`"default"`: the default) |
 /// | `precedence.<kind>` | the kind's precedence: lower runs first (outermost); Resilience4j's `*AspectOrder` has no equivalent |
 /// | `reentrancy_policy` | `"pass_through"`, `"reject"` or `"allow"` |
-/// | `require_configured` | `true`: a name used without a configuration of its own is refused ([`Registry::require_configured`](crate::Registry::require_configured)) |
+/// | `require_configured` | `true`: a name used without a configuration of its own is refused ([`Registry::set_require_configured`](crate::Registry::set_require_configured)) |
 ///
 /// The keys of each kind are Resilience4j's (`max_concurrent_calls`, `max_wait_duration`,
 /// `fair_call_handling_enabled`; `limit_for_period`, `limit_refresh_period`,

@@ -34,7 +34,7 @@ use crate::time_limiter::{TimeLimiter, TimeLimiterConfig};
 use kind::{Config, Instance, Kind, Pending};
 use precedence::Precedence;
 pub(crate) use scope::with_scoped;
-pub use scope::Scoped;
+pub use scope::WithRegistry;
 
 /// Generations are drawn from one process-wide counter, so a generation number identifies
 /// both a registry and the state of its configuration: a cached [`Plan`] is current exactly
@@ -124,7 +124,7 @@ struct State {
     precedence: Precedence,
     reentrancy: ReentrancyPolicy,
     /// Whether resolving a name without a configuration of its own is an error
-    /// ([`Registry::require_configured`]).
+    /// ([`Registry::set_require_configured`]).
     require_configured: bool,
     /// The aspects whose precedence the last document applied set, and whether it set the
     /// re-entrancy policy: what the next document returns to the default if it leaves out.
@@ -659,6 +659,11 @@ impl Registry {
         // Infallible: the closure never returns an error.
         let _ = self.change(|state, _| {
             state.reentrancy = policy;
+            // Set in code now: a later document that leaves the key out keeps it.
+            #[cfg(feature = "serde")]
+            {
+                state.reentrancy_from_document = false;
+            }
             Ok(Pending::new())
         });
     }
@@ -687,7 +692,7 @@ impl Registry {
     /// use resilience_runtime::{BulkheadConfig, Guard, Registry};
     ///
     /// let registry = Registry::new();
-    /// registry.require_configured(true);
+    /// registry.set_require_configured(true);
     /// let err = registry.plan(&[Guard::bulkhead("orders")]).unwrap_err();
     /// assert_eq!(err.field(), "guards");
     /// assert!(err.reason().contains("bulkhead `orders` has no configuration"));
@@ -696,17 +701,22 @@ impl Registry {
     /// assert!(registry.plan(&[Guard::bulkhead("orders")]).is_ok());
     /// # Ok::<(), resilience_runtime::ConfigError>(())
     /// ```
-    pub fn require_configured(&self, required: bool) {
+    pub fn set_require_configured(&self, required: bool) {
         // Infallible: the closure never returns an error.
         let _ = self.change(|state, _| {
             state.require_configured = required;
+            // Set in code now: a later document that leaves the key out keeps it.
+            #[cfg(feature = "serde")]
+            {
+                state.require_configured_from_document = false;
+            }
             Ok(Pending::new())
         });
     }
 
     /// Whether every name used needs a configuration of its own
-    /// ([`require_configured`](Self::require_configured); `false` by default).
-    pub fn requires_configured(&self) -> bool {
+    /// ([`set_require_configured`](Self::set_require_configured); `false` by default).
+    pub fn require_configured(&self) -> bool {
         self.read().require_configured
     }
 
@@ -819,7 +829,7 @@ impl Registry {
     /// # Errors
     ///
     /// A [`ConfigError`] (field `guards`) if the same aspect kind appears twice, or if the
-    /// registry [requires every name configured](Self::require_configured) and one of
+    /// registry [requires every name configured](Self::set_require_configured) and one of
     /// `guards` is not.
     pub fn plan(&self, guards: &[Guard<'_>]) -> Result<Plan, ConfigError> {
         if let Some(problem) = GuardListError::check(guards) {

@@ -61,7 +61,9 @@ impl Registry {
     ///
     /// A function annotated with `registry = path` keeps its registry. Threads and tasks that
     /// `f` starts are outside the scope (give them one of their own); scopes nest, the
-    /// innermost one counting. Outside every scope a guarded call pays one thread-local read
+    /// innermost one counting. A guarded `async fn` takes its plan when first polled: one
+    /// whose future `f` makes but does not poll runs on whatever is in scope when it is
+    /// polled; use [`scope_async`](Self::scope_async) for async code. Outside every scope a guarded call pays one thread-local read
     /// for this (see BENCHMARKS.md); inside one, it takes its plan from a per-call-site cache
     /// of the last registry used (an `Arc` clone).
     ///
@@ -127,8 +129,8 @@ impl Registry {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn scope_async<F: Future>(&self, future: F) -> Scoped<'_, F> {
-        Scoped {
+    pub fn scope_async<F: Future>(&self, future: F) -> WithRegistry<'_, F> {
+        WithRegistry {
             registry: self,
             future,
         }
@@ -138,14 +140,14 @@ impl Registry {
 pin_project_lite::pin_project! {
     /// A future run with a [`Registry`] in scope ([`Registry::scope_async`]).
     #[must_use = "futures do nothing unless polled"]
-    pub struct Scoped<'r, F> {
+    pub struct WithRegistry<'r, F> {
         registry: &'r Registry,
         #[pin]
         future: F,
     }
 }
 
-impl<F: Future> Future for Scoped<'_, F> {
+impl<F: Future> Future for WithRegistry<'_, F> {
     type Output = F::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
@@ -155,9 +157,9 @@ impl<F: Future> Future for Scoped<'_, F> {
     }
 }
 
-impl<F> std::fmt::Debug for Scoped<'_, F> {
+impl<F> std::fmt::Debug for WithRegistry<'_, F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Scoped")
+        f.debug_struct("WithRegistry")
             .field("registry", &self.registry.generation())
             .finish_non_exhaustive()
     }
