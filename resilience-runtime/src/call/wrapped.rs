@@ -185,10 +185,6 @@ impl Plan {
         A: Attempt,
         J: Judge<A::Output>,
     {
-        // A plan that refuses every call has no gates: refused here, before any entry.
-        if let Some(rejected) = self.unconfigured() {
-            return Err(rejected);
-        }
         let mut held = Held::new();
         let result = match self.enter_flat(&mut held) {
             Ok(()) => {

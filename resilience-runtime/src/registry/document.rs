@@ -15,7 +15,6 @@ use crate::document::{
 };
 use crate::error::ConfigError;
 use crate::name::Name;
-use crate::plan::ReentrancyPolicy;
 use crate::rate_limiter::RateLimiter;
 use crate::retry::Retry;
 use crate::time_limiter::TimeLimiter;
@@ -85,32 +84,21 @@ impl Registry {
             }
             state.precedence = precedence;
             state.precedence_from_document = precedence_set;
-            let reentrancy = match settings.reentrancy_policy {
-                Some(policy) => policy,
-                None if state.reentrancy_from_document => ReentrancyPolicy::default(),
-                None => state.reentrancy,
-            };
-            if reentrancy != state.reentrancy {
-                changes.push(Change {
-                    setting: Setting::ReentrancyPolicy,
-                    kind: ChangeKind::Changed,
-                });
-            }
-            state.reentrancy = reentrancy;
-            state.reentrancy_from_document = settings.reentrancy_policy.is_some();
-            let required = match settings.require_configured {
-                Some(required) => required,
-                None if state.require_configured_from_document => false,
-                None => state.require_configured,
-            };
-            if required != state.require_configured {
-                changes.push(Change {
-                    setting: Setting::RequireConfigured,
-                    kind: ChangeKind::Changed,
-                });
-            }
-            state.require_configured = required;
-            state.require_configured_from_document = settings.require_configured.is_some();
+            apply_switch(
+                settings.reentrancy_policy,
+                (&mut state.reentrancy, &mut state.reentrancy_from_document),
+                Setting::ReentrancyPolicy,
+                &mut changes,
+            );
+            apply_switch(
+                settings.require_configured,
+                (
+                    &mut state.require_configured,
+                    &mut state.require_configured_from_document,
+                ),
+                Setting::RequireConfigured,
+                &mut changes,
+            );
             Ok((pending, Changes { changes }))
         })
     }
@@ -314,4 +302,29 @@ fn prepare_precedence(
         ));
     }
     Ok((table, set))
+}
+
+/// Applies a registry-wide switch of a document: its value if the document gives it; if it
+/// leaves it out, the default when the previous document had set it, else the value in force
+/// (set in code, or never set). `current` is the switch and whether a document set it.
+fn apply_switch<T: Copy + Default + PartialEq>(
+    given: Option<T>,
+    current: (&mut T, &mut bool),
+    setting: Setting,
+    changes: &mut Vec<Change>,
+) {
+    let (value, from_document) = current;
+    let next = match given {
+        Some(next) => next,
+        None if *from_document => T::default(),
+        None => *value,
+    };
+    if next != *value {
+        changes.push(Change {
+            setting,
+            kind: ChangeKind::Changed,
+        });
+    }
+    *value = next;
+    *from_document = given.is_some();
 }

@@ -656,15 +656,12 @@ impl Registry {
 
     /// What a guarded call does when it enters a guard already held on its call chain.
     pub fn set_reentrancy_policy(&self, policy: ReentrancyPolicy) {
-        // Infallible: the closure never returns an error.
-        let _ = self.change(|state, _| {
+        self.set_switch(|state| {
             state.reentrancy = policy;
-            // Set in code now: a later document that leaves the key out keeps it.
             #[cfg(feature = "serde")]
             {
                 state.reentrancy_from_document = false;
             }
-            Ok(Pending::new())
         });
     }
 
@@ -702,14 +699,21 @@ impl Registry {
     /// # Ok::<(), resilience_runtime::ConfigError>(())
     /// ```
     pub fn set_require_configured(&self, required: bool) {
-        // Infallible: the closure never returns an error.
-        let _ = self.change(|state, _| {
+        self.set_switch(|state| {
             state.require_configured = required;
-            // Set in code now: a later document that leaves the key out keeps it.
             #[cfg(feature = "serde")]
             {
                 state.require_configured_from_document = false;
             }
+        });
+    }
+
+    /// Sets a registry-wide switch in code, `set` also marking it as not from a document (so
+    /// that a later document leaving its key out keeps it), and moves the generation.
+    fn set_switch(&self, set: impl FnOnce(&mut State)) {
+        // Infallible: the closure never returns an error.
+        let _ = self.change(|state, _| {
+            set(state);
             Ok(Pending::new())
         });
     }
