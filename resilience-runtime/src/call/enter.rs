@@ -163,7 +163,8 @@ impl Plan {
     #[inline(always)]
     fn refused(&self, start: usize, held: &mut Held<'_>, rejected: Rejected) -> Rejected {
         if start == 0 {
-            held.rejected(rejected)
+            held.rejected(&rejected);
+            rejected
         } else {
             self.refused_inside(start, held, rejected)
         }

@@ -119,14 +119,18 @@ impl<'a> Held<'a> {
     }
 
     /// A gate refused the call with `rejected`: every gate held (outside that gate) sees the
-    /// rejection and is released, innermost first; returns the rejection.
+    /// rejection and is released, innermost first.
+    ///
+    /// The rejection is borrowed, not moved in and back out. Out of line: inlined, it saved a
+    /// refusal 15 instructions and cost every admitted call 4 to 11 (the code around it laid
+    /// out worse), and admitted calls are most calls.
     #[cold]
-    pub(crate) fn rejected(&mut self, rejected: Rejected) -> Rejected {
+    #[inline(never)]
+    pub(crate) fn rejected(&mut self, rejected: &Rejected) {
         // The first gate refusing (a lone breaker that is open) leaves nothing to release.
         if !self.is_empty() {
-            self.end(End::Rejected(&rejected));
+            self.end(End::Rejected(rejected));
         }
-        rejected
     }
 
     /// The call completed with `outcome`: each gate records it and is released, innermost
