@@ -64,6 +64,8 @@ cases=(
     open_rejection_recloser - no -
     rate_limiter_ours rate_limiter_governor no -
     rate_limiter_governor - no -
+    rate_limiter_refusal_ours rate_limiter_refusal_governor no -
+    rate_limiter_refusal_governor - no -
 )
 declare -A peer_of=() guards_call=() extends=()
 order=()

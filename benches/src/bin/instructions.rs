@@ -53,6 +53,8 @@ const CASES: &[&str] = &[
     "open_rejection_recloser",
     "rate_limiter_ours",
     "rate_limiter_governor",
+    "rate_limiter_refusal_ours",
+    "rate_limiter_refusal_governor",
 ];
 
 /// Calls of the case made during setup: more than a count window (100), so that every window
@@ -504,6 +506,31 @@ fn main() -> ExitCode {
             ));
             run(n, || {
                 black_box(black_box(&gov).check()).expect("below the rate");
+            })
+        }
+        // peers.rs's `rate_limiter_refusal`: one permission an hour, taken before the calls.
+        "rate_limiter_refusal_ours" => {
+            let rl = RateLimiter::new(
+                "instructions",
+                RateLimiterConfig::builder()
+                    .limit_for_period(1)
+                    .limit_refresh_period(Duration::from_secs(3600))
+                    .timeout_duration(Duration::ZERO)
+                    .build()
+                    .expect("valid rate limiter config"),
+            );
+            rl.try_acquire().expect("the hour's permission");
+            run(n, || {
+                black_box(black_box(&rl).try_acquire()).unwrap_err();
+            })
+        }
+        "rate_limiter_refusal_governor" => {
+            let gov = governor::RateLimiter::direct(governor::Quota::per_hour(
+                NonZeroU32::new(1).expect("non-zero"),
+            ));
+            gov.check().expect("the hour's permission");
+            run(n, || {
+                black_box(black_box(&gov).check()).unwrap_err();
             })
         }
         _ => unreachable!("checked against CASES"),
