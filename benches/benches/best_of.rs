@@ -3,12 +3,14 @@
 //! steadiest figure to compare cases by (the cases are interleaved round by round, so each
 //! sees the same quiet moments). `cargo bench -p resilience-benches --features peers --bench best_of [rounds]`.
 //! Criterion's medians (`peers.rs`) are the published table; this is the cross-check, for the
-//! whole guarded call (two gates, and all five aspects), and for the breaker's closed path by
-//! window size.
+//! whole guarded call (two gates, and all five aspects), for the breaker's closed path by
+//! window size, and for the rate limiter beside governor on one thread and on two.
 
 #![allow(missing_docs)]
 
 use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::sync::Barrier;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -353,6 +355,94 @@ fn configure_gates(name: &str) {
         .expect("breaker");
 }
 
+/// Two threads making `CALLS` calls each at once on one shared value: the time from their
+/// common start until both are done, per call of one thread (as `peers.rs`'s `two_threads`
+/// measures criterion's `*_2threads` cases). Compared by the median of long runs, not by the
+/// best of short rounds: the fastest round of two threads is one in which they did not
+/// contend (one ran after the other), which is not the case measured.
+fn two_threads<S: Sync>(shared: &S, call: impl Fn(&S) + Sync) -> f64 {
+    const CALLS: u32 = 1_000_000;
+    let barrier = Barrier::new(2);
+    let elapsed = std::thread::scope(|scope| {
+        let threads = [(); 2].map(|()| {
+            scope.spawn(|| {
+                barrier.wait();
+                let start = Instant::now();
+                for _ in 0..CALLS {
+                    call(shared);
+                }
+                (start, Instant::now())
+            })
+        });
+        let [a, b] = threads.map(|t| t.join().expect("the thread runs"));
+        a.1.max(b.1) - a.0.min(b.0)
+    });
+    elapsed.as_nanos() as f64 / f64::from(CALLS)
+}
+
+/// A permission of the rate limiter beside governor's `check()` (10⁹ per second, no wait: no
+/// call is ever refused), on one thread and on two contending for one limiter; and ours with a
+/// 1 ms cycle, which reads the precise clock where the 1 s cycle reads the coarse one.
+fn rate_limiter_alone(rounds: usize) {
+    const RATE: u32 = 1_000_000_000;
+    let ours = |limit: u32, period: Duration| {
+        resilience_runtime::RateLimiter::new(
+            "best-of-rate",
+            RateLimiterConfig::builder()
+                .limit_for_period(limit)
+                .limit_refresh_period(period)
+                .timeout_duration(Duration::ZERO)
+                .build()
+                .expect("valid rate limiter"),
+        )
+    };
+    let second = ours(RATE, Duration::from_secs(1));
+    let millisecond = ours(RATE / 1000, Duration::from_millis(1));
+    let governor = governor::RateLimiter::direct(governor::Quota::per_second(
+        NonZeroU32::new(RATE).expect("non-zero"),
+    ));
+    let take = |rl: &resilience_runtime::RateLimiter| {
+        black_box(rl).try_acquire().expect("below the rate");
+    };
+    let check = |gov: &governor::DefaultDirectRateLimiter| {
+        black_box(black_box(gov).check()).expect("below the rate");
+    };
+    let best = best!(rounds;
+        "ours" => take(&second),
+        "governor" => check(&governor),
+        "ours_period_1ms" => take(&millisecond),
+    );
+    println!("\nthe rate limiter, best of {rounds} rounds: ns per call, and ours / governor");
+    println!(
+        "ours                 {:6.1}   {:.2}x",
+        best[0],
+        best[0] / best[1]
+    );
+    println!("governor             {:6.1}", best[1]);
+    println!(
+        "ours_period_1ms      {:6.1}   {:.2}x",
+        best[2],
+        best[2] / best[1]
+    );
+    // Interleaved run by run, like the rounds above.
+    let (mut ours_runs, mut governor_runs) = (Vec::new(), Vec::new());
+    for _ in 0..9 {
+        ours_runs.push(two_threads(&second, take));
+        governor_runs.push(two_threads(&governor, check));
+    }
+    let median = |mut runs: Vec<f64>| {
+        runs.sort_by(f64::total_cmp);
+        runs[runs.len() / 2]
+    };
+    let (ours_two, governor_two) = (median(ours_runs), median(governor_runs));
+    println!("two threads, median of 9 runs of 1 000 000 calls each: ns per call of one thread");
+    println!(
+        "ours_2threads        {ours_two:6.1}   {:.2}x",
+        ours_two / governor_two
+    );
+    println!("governor_2threads    {governor_two:6.1}");
+}
+
 fn round(mut call: impl FnMut()) -> f64 {
     const CALLS: u32 = 20_000;
     let start = Instant::now();
@@ -475,6 +565,8 @@ fn main() {
     }
 
     breaker_alone(rounds);
+
+    rate_limiter_alone(rounds);
 
     five_aspects(rounds);
 
