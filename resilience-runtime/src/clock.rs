@@ -304,10 +304,13 @@ fn coarse_now_nanos() -> u64 {
 #[cfg(target_os = "linux")]
 #[inline]
 fn timespec_nanos(t: &libc::timespec) -> u64 {
-    // A monotonic clock's fields are never negative; a negative one would read as zero.
+    // A monotonic clock's fields are never negative; a negative one would read as zero. Its
+    // seconds count from boot (or a fixed point near it): below 2⁶⁴ nanoseconds for 584 years,
+    // so the product and the sum need no overflow checks (a wrapped reading would take that
+    // long of uptime), which every coarse reading would pay for.
     let secs = u64::try_from(t.tv_sec).unwrap_or(0);
     let nanos = u64::try_from(t.tv_nsec).unwrap_or(0);
-    secs.saturating_mul(1_000_000_000).saturating_add(nanos)
+    secs.wrapping_mul(1_000_000_000).wrapping_add(nanos)
 }
 
 impl From<ManualClock> for Clock {
