@@ -1,4 +1,4 @@
-//! The call chain at its edges: cancellation, panics in a poll, completed futures, waits, siblings in one task, nested executors.
+//! The call chain at its edges: cancellation, panics in a poll, completed futures, waits, siblings in one task, nested executors, a plan of one guard.
 
 use std::future::Future;
 use std::pin::pin;
@@ -371,4 +371,68 @@ fn a_call_that_holds_nothing_does_not_hide_the_calls_around_it() {
     assert_eq!(outer, Ok(Ok(Ok(()))));
     assert_eq!(registry.bulkhead("orders").metrics().permitted_calls(), 1);
     assert_eq!(registry.bulkhead("orders").available_concurrent_calls(), 1);
+}
+
+/// A plan of one guard takes a path of its own when no guarded call runs on the thread; nested
+/// in a call that holds its instance it must still see the chain: through a full bulkhead of 1
+/// under the default policy, refused as re-entrant under `Reject`, and its own permit, taken
+/// when the chain was empty, on the chain for the calls inside it.
+#[test]
+fn a_plan_of_one_guard_nested_in_its_own_call_sees_the_chain() {
+    let registry = registry_with(1);
+    let bulkhead = registry.plan(&[Guard::bulkhead("orders")]).unwrap();
+    let nested: Result<Result<(), CallError>, CallError> =
+        bulkhead.call(|| Ok(bulkhead.call(|| Ok(()))));
+    assert_eq!(nested, Ok(Ok(())), "the inner call passes through");
+    assert_eq!(registry.bulkhead("orders").metrics().permitted_calls(), 1);
+
+    registry.set_reentrancy_policy(resilience_runtime::ReentrancyPolicy::Reject);
+    let bulkhead = registry.plan(&[Guard::bulkhead("orders")]).unwrap();
+    let refused: Result<Result<(), CallError>, CallError> =
+        bulkhead.call(|| Ok(bulkhead.call(|| Ok(()))));
+    match refused {
+        Ok(Err(CallError::Rejected(Rejected::Reentrant { .. }))) => {}
+        other => panic!("expected the inner call refused as re-entrant, got {other:?}"),
+    }
+    assert_eq!(registry.bulkhead("orders").available_concurrent_calls(), 1);
+}
+
+/// The one-guard path releases on every path too: a panic in the call gives the permit back
+/// and records nothing; a refusal holds nothing.
+#[test]
+fn a_plan_of_one_guard_releases_on_a_panic_and_holds_nothing_when_refused() {
+    let registry = registry_with(1);
+    let breaker = registry.plan(&[Guard::circuit_breaker("orders")]).unwrap();
+    let bulkhead = registry.plan(&[Guard::bulkhead("orders")]).unwrap();
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _: Result<(), CallError> = bulkhead.call(|| panic!("the call fails hard"));
+    }));
+    assert!(panicked.is_err());
+    assert_eq!(registry.bulkhead("orders").available_concurrent_calls(), 1);
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _: Result<(), CallError> = breaker.call(|| panic!("the call fails hard"));
+    }));
+    assert!(panicked.is_err());
+    let metrics = registry.circuit_breaker("orders").metrics();
+    assert_eq!(
+        metrics.number_of_buffered_calls(),
+        0,
+        "a panic records nothing"
+    );
+
+    registry
+        .circuit_breaker("orders")
+        .transition_to_forced_open_state();
+    let refused: Result<(), CallError> = breaker.call(|| Ok(()));
+    assert!(matches!(
+        refused,
+        Err(CallError::Rejected(Rejected::CallNotPermitted { .. }))
+    ));
+    assert_eq!(
+        registry
+            .circuit_breaker("orders")
+            .metrics()
+            .number_of_not_permitted_calls(),
+        1
+    );
 }

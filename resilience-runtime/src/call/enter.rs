@@ -296,7 +296,7 @@ impl Span for Part {
 
 /// Asks one gate: now, or blocking the thread while it makes the call wait.
 #[inline(always)]
-fn enter_one<'a, G: HeldSlot>(
+pub(super) fn enter_one<'a, G: HeldSlot>(
     gate: &'a G,
     held: &mut Held<'a>,
     mode: Mode,
