@@ -31,6 +31,8 @@ const CASES: &[&str] = &[
     "breaker_direct",
     "recloser",
     "breaker_plan",
+    "breaker_macro_sync",
+    "breaker_macro_async",
     "breaker_plan_traced",
     "breaker_plan_subscribed",
     "two_gates_plan",
@@ -50,6 +52,7 @@ const CASES: &[&str] = &[
     "bulkhead",
     "open_rejection_ours",
     "open_rejection_plan",
+    "open_rejection_macro",
     "open_rejection_recloser",
     "rate_limiter_ours",
     "rate_limiter_governor",
@@ -87,6 +90,27 @@ fn guarded_sync(x: u32) -> Result<u32, CallError> {
 #[circuit_breaker(name = "instructions")]
 #[inline(never)]
 async fn guarded_async(x: u32) -> Result<u32, CallError> {
+    Ok(black_box(x) + 1)
+}
+
+/// One annotation, the breaker of `breaker_plan`: what most guarded functions are.
+#[circuit_breaker(name = "instructions-breaker")]
+#[inline(never)]
+fn breaker_sync(x: u32) -> Result<u32, CallError> {
+    Ok(black_box(x) + 1)
+}
+
+/// `breaker_sync` as an `async fn`.
+#[circuit_breaker(name = "instructions-breaker")]
+#[inline(never)]
+async fn breaker_async(x: u32) -> Result<u32, CallError> {
+    Ok(black_box(x) + 1)
+}
+
+/// `breaker_sync` on the open breaker of `open_rejection_plan`.
+#[circuit_breaker(name = "instructions-open")]
+#[inline(never)]
+fn open_sync(x: u32) -> Result<u32, CallError> {
     Ok(black_box(x) + 1)
 }
 
@@ -324,6 +348,22 @@ fn main() -> ExitCode {
                     .unwrap();
             })
         }
+        "breaker_macro_sync" => {
+            Registry::global()
+                .configure_circuit_breaker(BREAKER, breaker_config_equal())
+                .expect("breaker");
+            run(n, || {
+                black_box(breaker_sync(black_box(1))).unwrap();
+            })
+        }
+        "breaker_macro_async" => {
+            Registry::global()
+                .configure_circuit_breaker(BREAKER, breaker_config_equal())
+                .expect("breaker");
+            run(n, || {
+                black_box(poll_now(breaker_async(black_box(1)))).unwrap();
+            })
+        }
         "breaker_plan_traced" => {
             // `breaker_plan` with the registry's events forwarded to `tracing`: a rare-event
             // subscriber on the breaker, which its closed path must not pay for.
@@ -486,6 +526,17 @@ fn main() -> ExitCode {
             run(n, || {
                 black_box(black_box(&plan).call(|| Ok::<u32, CallError>(black_box(1) + 1)))
                     .unwrap_err();
+            })
+        }
+        "open_rejection_macro" => {
+            let r = Registry::global();
+            r.configure_circuit_breaker(OPEN, breaker_config_open())
+                .expect("breaker");
+            r.circuit_breaker(OPEN)
+                .transition_to_open_state()
+                .expect("closed to open");
+            run(n, || {
+                black_box(open_sync(black_box(1))).unwrap_err();
             })
         }
         "open_rejection_recloser" => {
