@@ -42,6 +42,8 @@ cases=(
     breaker_direct recloser no -
     recloser - no -
     breaker_plan recloser yes -
+    breaker_macro_sync recloser yes -
+    breaker_macro_async recloser yes -
     breaker_plan_traced recloser yes breaker_plan
     breaker_plan_subscribed recloser yes breaker_plan
     two_gates_plan semaphore_recloser yes -
@@ -61,6 +63,7 @@ cases=(
     bulkhead tokio_semaphore no -
     open_rejection_ours open_rejection_recloser no -
     open_rejection_plan open_rejection_recloser no -
+    open_rejection_macro open_rejection_recloser no -
     open_rejection_recloser - no -
     rate_limiter_ours rate_limiter_governor no -
     rate_limiter_governor - no -
