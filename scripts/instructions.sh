@@ -47,10 +47,10 @@ cases=(
     breaker_plan_traced recloser yes breaker_plan
     breaker_plan_subscribed recloser yes breaker_plan
     two_gates_plan semaphore_recloser yes -
-    two_gates_plan_async semaphore_recloser yes -
+    two_gates_plan_async semaphore_async_recloser yes -
     two_gates_macro_sync semaphore_recloser yes -
-    two_gates_macro_async semaphore_recloser yes -
-    three_gates_macro_async semaphore_recloser yes two_gates_macro_async
+    two_gates_macro_async semaphore_async_recloser yes -
+    three_gates_macro_async semaphore_async_recloser yes two_gates_macro_async
     five_aspects_macro_async - yes two_gates_macro_async
     five_aspects_plan_async - yes two_gates_plan_async
     five_aspects_plan_sync - yes two_gates_plan
@@ -59,6 +59,7 @@ cases=(
     time_limiter_plan_async tokio_timeout yes -
     tokio_timeout - yes -
     semaphore_recloser - yes -
+    semaphore_async_recloser - yes -
     tokio_semaphore - no -
     bulkhead tokio_semaphore no -
     open_rejection_ours open_rejection_recloser no -

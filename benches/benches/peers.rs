@@ -580,6 +580,18 @@ fn guarded_call(c: &mut Criterion) {
             rc.call(|| poll_now(bare(black_box(1)))).unwrap()
         })
     });
+    // The async composition a recloser user writes: `AsyncRecloser` around the call's future
+    // (it clones an `Arc` per call), the whole polled as one future, like `ours_macro`.
+    let arc = recloser::AsyncRecloser::from(recloser_closed());
+    g.bench_function("semaphore+async_recloser", |b| {
+        b.iter(|| {
+            poll_now(async {
+                let _permit = sem.try_acquire().expect("free permit");
+                arc.call(bare(black_box(1))).await
+            })
+            .unwrap()
+        })
+    });
     // The same two guards as a tower stack.
     let layer = tower_resilience_circuitbreaker::CircuitBreakerLayer::builder()
         .failure_rate_threshold(0.5)

@@ -48,6 +48,7 @@ const CASES: &[&str] = &[
     "time_limiter_plan_async",
     "tokio_timeout",
     "semaphore_recloser",
+    "semaphore_async_recloser",
     "tokio_semaphore",
     "bulkhead",
     "open_rejection_ours",
@@ -490,6 +491,19 @@ fn main() -> ExitCode {
             run(n, || {
                 let _permit = black_box(&sem).try_acquire().expect("free permit");
                 black_box(black_box(&rc).call(|| poll_now(bare(black_box(1))))).unwrap();
+            })
+        }
+        "semaphore_async_recloser" => {
+            // The async composition a recloser user writes: its `AsyncRecloser` around the
+            // call's future, under tokio's semaphore, the whole polled as one future.
+            let sem = tokio::sync::Semaphore::new(25);
+            let rc = recloser::AsyncRecloser::from(recloser_closed());
+            run(n, || {
+                black_box(poll_now(async {
+                    let _permit = black_box(&sem).try_acquire().expect("free permit");
+                    black_box(&rc).call(bare(black_box(1))).await
+                }))
+                .unwrap();
             })
         }
         "tokio_semaphore" => {
