@@ -522,3 +522,25 @@ fn concurrent_callers_never_get_more_than_the_limit_of_a_cycle() {
     let m = rl.metrics();
     assert_eq!((m.permitted_calls(), m.rejected_calls()), (300, 420));
 }
+
+// ---- a cycle boundary crossed by another caller -----------------------------------------
+
+/// A caller read the clock in cycle 0; before it read `next`, another caller (on another core)
+/// read the clock in cycle 1 and took a permission there, moving `next` into cycle 1. Judged by
+/// its old reading the first caller would see cycle 0 used up and cycle 1 a second away, and,
+/// with no wait allowed, be refused while cycle 1 still had a permission. It reads the clock
+/// again and takes that permission.
+#[test]
+fn a_caller_overtaken_into_the_next_cycle_after_its_reading_is_not_refused() {
+    let (rl, clock) = limiter(2, Duration::ZERO);
+    let rl = std::sync::Arc::new(rl);
+    rl.try_acquire().expect("cycle 0 has two");
+    let (other, later) = (std::sync::Arc::clone(&rl), clock.clone());
+    super::timeline::hooks::set_after_clock_read(move || {
+        later.advance(SEC);
+        other.try_acquire().expect("cycle 1 has two");
+    });
+    assert_eq!(rl.try_acquire(), Ok(()), "cycle 1 had a permission left");
+    assert_eq!(rl.available_permissions(), 0);
+    assert_eq!(retry_after(rl.try_acquire()), SEC);
+}

@@ -253,7 +253,12 @@ impl Timeline {
         let mut params = self.params();
         let mut now = clock.read(params.reading);
         let (mut cycle_start, mut cycle_end) = params.bounds(now);
+        #[cfg(test)]
+        hooks::after_clock_read();
         let mut next = self.next.load(Ordering::Acquire);
+        // Whether `now` was read after `next` was: then a `next` past this cycle is not the
+        // work of a caller that read the clock later than this one did.
+        let mut now_is_fresh = false;
         loop {
             // A reconfiguration that moved `next` before it was read bumped `seq` first: then
             // decide on its parameters, read after `next` (so never older than it).
@@ -261,8 +266,21 @@ impl Timeline {
                 params = self.params();
                 now = clock.read(params.reading);
                 (cycle_start, cycle_end) = params.bounds(now);
+                now_is_fresh = true;
             }
             let start = next.max(cycle_start);
+            if start > cycle_end && !now_is_fresh {
+                // `next` is past this reading's cycle: beyond its last position, so not simply
+                // used up (that leaves `next` at its end). A caller that read the clock after
+                // this one (but before this read of `next`) moved it into a later cycle, or
+                // waiters reserved ahead. Judged by this reading, the later cycle would look
+                // out of reach and this call would be refused below the rate: read the clock
+                // again, once (callers refused from a used-up cycle pay nothing for it).
+                now = clock.read(params.reading);
+                (cycle_start, cycle_end) = params.bounds(now);
+                now_is_fresh = true;
+                continue;
+            }
             if start < cycle_end {
                 let skip = start - next;
                 if skip != 0 {
@@ -280,6 +298,7 @@ impl Timeline {
                             self.skipped.fetch_sub(skip, Ordering::Relaxed);
                         }
                         next = actual;
+                        now_is_fresh = false;
                         if next >= cycle_end {
                             // Another caller took the rest of this cycle, or one that read the
                             // clock later moved `next` into a later cycle: judged by this
@@ -288,6 +307,7 @@ impl Timeline {
                             // this contended path).
                             now = clock.read(params.reading);
                             (cycle_start, cycle_end) = params.bounds(now);
+                            now_is_fresh = true;
                         }
                     }
                 }
@@ -320,6 +340,7 @@ impl Timeline {
                                 // As above: a later cycle may have begun meanwhile.
                                 now = clock.read(params.reading);
                                 (cycle_start, cycle_end) = params.bounds(now);
+                                now_is_fresh = true;
                             }
                         }
                     }
@@ -463,5 +484,30 @@ impl fmt::Debug for Timeline {
             .field("next", &self.next.load(Ordering::Relaxed))
             .field("params", &self.params())
             .finish_non_exhaustive()
+    }
+}
+
+/// A test's way into [`Timeline::take`] between its clock reading and its read of `next`, where
+/// a caller on another core can take a permission of a later cycle: the unit tests run that
+/// caller here, on the same thread, to make the interleaving certain (loom does not reach it:
+/// the manual clock's reads are not its operations).
+#[cfg(test)]
+pub(super) mod hooks {
+    use std::cell::RefCell;
+
+    thread_local! {
+        static AFTER_CLOCK_READ: RefCell<Option<Box<dyn FnOnce()>>> = const { RefCell::new(None) };
+    }
+
+    /// Runs `f` in the next take on this thread, after it read the clock, once.
+    pub(in crate::rate_limiter) fn set_after_clock_read(f: impl FnOnce() + 'static) {
+        AFTER_CLOCK_READ.with(|hook| *hook.borrow_mut() = Some(Box::new(f)));
+    }
+
+    pub(super) fn after_clock_read() {
+        // Taken before it runs: a take inside it does not run it again.
+        if let Some(f) = AFTER_CLOCK_READ.with(|hook| hook.borrow_mut().take()) {
+            f();
+        }
     }
 }
