@@ -397,10 +397,11 @@ fn a_plan_of_one_guard_nested_in_its_own_call_sees_the_chain() {
     assert_eq!(registry.bulkhead("orders").available_concurrent_calls(), 1);
 }
 
-/// The one-guard path releases on every path too: a panic in the call gives the permit back
-/// and records nothing; a refusal holds nothing.
+/// The one-guard path releases on every path too: a panic in the call or in the
+/// classification gives the permit back and records nothing; a full bulkhead refuses and takes
+/// nothing; a bulkhead that makes callers wait lets the call wait for the permit.
 #[test]
-fn a_plan_of_one_guard_releases_on_a_panic_and_holds_nothing_when_refused() {
+fn a_plan_of_one_guard_releases_on_every_path() {
     let registry = registry_with(1);
     let breaker = registry.plan(&[Guard::circuit_breaker("orders")]).unwrap();
     let bulkhead = registry.plan(&[Guard::bulkhead("orders")]).unwrap();
@@ -410,9 +411,24 @@ fn a_plan_of_one_guard_releases_on_a_panic_and_holds_nothing_when_refused() {
     assert!(panicked.is_err());
     assert_eq!(registry.bulkhead("orders").available_concurrent_calls(), 1);
     let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let _: Result<(), CallError> = breaker.call(|| panic!("the call fails hard"));
+        let _ = bulkhead.run(|| 7, |_| panic!("the classification fails"));
     }));
     assert!(panicked.is_err());
+    assert_eq!(registry.bulkhead("orders").available_concurrent_calls(), 1);
+    for classify_panics in [false, true] {
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = breaker.run(
+                || -> Result<(), CallError> {
+                    if !classify_panics {
+                        panic!("the call fails hard");
+                    }
+                    Ok(())
+                },
+                |_| panic!("the classification fails"),
+            );
+        }));
+        assert!(panicked.is_err());
+    }
     let metrics = registry.circuit_breaker("orders").metrics();
     assert_eq!(
         metrics.number_of_buffered_calls(),
@@ -420,19 +436,43 @@ fn a_plan_of_one_guard_releases_on_a_panic_and_holds_nothing_when_refused() {
         "a panic records nothing"
     );
 
-    registry
-        .circuit_breaker("orders")
-        .transition_to_forced_open_state();
-    let refused: Result<(), CallError> = breaker.call(|| Ok(()));
+    // Full: held outside any guarded call, so the plan takes its one-gate path.
+    let instance = registry.bulkhead("orders");
+    let held = instance.try_acquire().unwrap();
+    let refused: Result<(), CallError> = bulkhead.call(|| Ok(()));
     assert!(matches!(
         refused,
-        Err(CallError::Rejected(Rejected::CallNotPermitted { .. }))
+        Err(CallError::Rejected(Rejected::BulkheadFull { .. }))
     ));
-    assert_eq!(
-        registry
-            .circuit_breaker("orders")
-            .metrics()
-            .number_of_not_permitted_calls(),
-        1
-    );
+    drop(held);
+    assert_eq!(registry.bulkhead("orders").available_concurrent_calls(), 1);
+    assert_eq!(bulkhead.call(|| Ok::<_, CallError>(3)), Ok(3));
+}
+
+/// A bulkhead that makes callers wait: the one-guard path blocks for the permit a call on
+/// another thread gives back.
+#[test]
+fn a_plan_of_one_waiting_bulkhead_waits_for_the_permit() {
+    let registry = Registry::new();
+    registry
+        .configure_bulkhead(
+            "orders",
+            BulkheadConfig::builder()
+                .max_concurrent_calls(1)
+                .max_wait_duration(Duration::from_secs(10))
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    let plan = registry.plan(&[Guard::bulkhead("orders")]).unwrap();
+    let instance = registry.bulkhead("orders");
+    let held = instance.try_acquire().unwrap();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            drop(held);
+        });
+        assert_eq!(plan.call(|| Ok::<_, CallError>(5)), Ok(5));
+    });
+    assert_eq!(registry.bulkhead("orders").available_concurrent_calls(), 1);
 }

@@ -481,8 +481,12 @@ fn one_gate<'a, G: HeldSlot, R, O>(
         return refused(rejected);
     }
     let result = on_chain(&held, call);
+    // Classified while the permit is still held, as on the general path: should `classify`
+    // panic, `result` is dropped before the permit goes (its destructor may call through the
+    // same guard).
+    let outcome = classify(&result);
     if let Some(permit) = G::slot(&mut held).take() {
-        permit.complete(classify(&result));
+        permit.complete(outcome);
     }
     debug_assert!(held.is_empty(), "a call that ran holds no permit");
     std::mem::forget(held);
