@@ -181,13 +181,30 @@ impl fmt::Display for Rejected {
                 f,
                 "{aspect} `{name}` is already held on this call chain and re-entry is rejected"
             ),
-            Rejected::Unconfigured { aspect, name } => write!(
-                f,
-                "{aspect} `{name}` has no configuration, and the registry requires one \
-                 (`set_require_configured`): configure it at startup"
-            ),
+            Rejected::Unconfigured { aspect, name } => write_unconfigured(f, *aspect, name),
         }
     }
+}
+
+/// What [`Rejected::Unconfigured`] says, for a name that need not be made a [`Name`].
+fn write_unconfigured(f: &mut fmt::Formatter<'_>, aspect: Aspect, name: &str) -> fmt::Result {
+    write!(
+        f,
+        "{aspect} `{name}` has no configuration, and the registry requires one \
+         (`set_require_configured`): configure it at startup"
+    )
+}
+
+/// The message of [`Rejected::Unconfigured`] for `aspect` `name`, without interning `name`
+/// (a name the registry turns away is not kept: it may come from a request).
+pub(crate) fn unconfigured_message(aspect: Aspect, name: &str) -> String {
+    struct Message<'a>(Aspect, &'a str);
+    impl fmt::Display for Message<'_> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write_unconfigured(f, self.0, self.1)
+        }
+    }
+    Message(aspect, name).to_string()
 }
 
 impl std::error::Error for Rejected {}

@@ -38,6 +38,12 @@ impl Name {
         self.0
     }
 
+    /// Whether `s` was ever made a `Name` in this process.
+    #[cfg(test)]
+    pub(crate) fn is_interned(s: &str) -> bool {
+        NAMES.lock().unwrap_or_else(|p| p.into_inner()).contains(s)
+    }
+
     fn intern(s: &str) -> Self {
         // A panic while the set is locked cannot leave it half-updated (`insert` of a leaked
         // string), so a poisoned lock is used as it is.

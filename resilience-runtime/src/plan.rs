@@ -62,6 +62,13 @@ impl<'a> Guard<'a> {
     }
 
     /// The instance `name` of `aspect`.
+    ///
+    /// A plan made of it creates the instance, and each distinct name is kept for the life of
+    /// the process (see [`Name`]): name instances by something bounded (a dependency, a
+    /// tenant), never by request, or let [`Registry::set_require_configured`] turn unknown
+    /// names away.
+    ///
+    /// [`Registry::set_require_configured`]: crate::Registry::set_require_configured
     pub const fn new(aspect: Aspect, name: &'a str) -> Self {
         Guard { aspect, name }
     }

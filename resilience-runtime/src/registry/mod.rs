@@ -682,6 +682,10 @@ impl Registry {
     /// ([`bulkhead`](Self::bulkhead), …) still create what they are asked for: they name an
     /// instance on purpose.
     ///
+    /// A name that `plan` turns away is not kept: guard lists built from what a request says
+    /// (a tenant header) cannot grow the registry, or the process's set of
+    /// [`Name`](crate::Name)s, with names nobody configured.
+    ///
     /// Call [`validate`](Self::validate) in `main` too: it lists every unconfigured name at
     /// startup, with the functions that use it, before any call is refused.
     ///
@@ -839,9 +843,23 @@ impl Registry {
         if let Some(problem) = GuardListError::check(guards) {
             return Err(ConfigError::new("guards", problem.to_string()));
         }
+        // Checked on the names as given: a name turned away is not interned (kept for the
+        // process), as the refusing plan of a call site would intern it.
+        {
+            let state = self.read();
+            if state.require_configured {
+                if let Some(missing) = guards.iter().find(|g| !state.configures(g)) {
+                    return Err(ConfigError::new(
+                        "guards",
+                        crate::error::unconfigured_message(missing.aspect(), missing.name()),
+                    ));
+                }
+            }
+        }
         let plan = self.resolve_plan(guards);
         match plan.unconfigured() {
             None => Ok(plan),
+            // The configuration changed since the check above (a document reloaded).
             Some(refusal) => Err(ConfigError::new("guards", refusal.to_string())),
         }
     }

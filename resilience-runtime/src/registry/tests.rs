@@ -537,3 +537,23 @@ fn a_plan_lists_its_wrappers_among_its_gates_in_precedence_order() {
     let order: Vec<Aspect> = moved.guards().map(|(a, _)| a).collect();
     assert_eq!(order, [Aspect::Retry, Aspect::Bulkhead]);
 }
+
+/// A registry that requires configured names turns an unknown one away without keeping it:
+/// names from a request (a tenant header) must not grow the process's set of names.
+#[test]
+fn a_plan_of_an_unconfigured_name_is_refused_without_keeping_the_name() {
+    let registry = Registry::new();
+    registry.set_require_configured(true);
+    let unknown = "tenant-from-a-header-3c1f9a";
+    let refused = registry
+        .plan(&[Guard::bulkhead(unknown)])
+        .expect_err("unconfigured");
+    assert_eq!(refused.field(), "guards");
+    assert!(
+        refused
+            .to_string()
+            .contains("bulkhead `tenant-from-a-header-3c1f9a` has no configuration"),
+        "{refused}"
+    );
+    assert!(!Name::is_interned(unknown), "the refused name was kept");
+}
