@@ -467,12 +467,53 @@ fn a_plan_of_one_waiting_bulkhead_waits_for_the_permit() {
     let plan = registry.plan(&[Guard::bulkhead("orders")]).unwrap();
     let instance = registry.bulkhead("orders");
     let held = instance.try_acquire().unwrap();
+    let calling = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
-        s.spawn(move || {
+        s.spawn(|| {
+            // Released 20 ms after the call starts: it finds the bulkhead full and waits.
+            while !calling.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
             std::thread::sleep(Duration::from_millis(20));
             drop(held);
         });
+        calling.store(true, Ordering::SeqCst);
         assert_eq!(plan.call(|| Ok::<_, CallError>(5)), Ok(5));
     });
     assert_eq!(registry.bulkhead("orders").available_concurrent_calls(), 1);
+}
+
+/// A result whose drop reads how many permits the bulkhead has free.
+struct Observes<'r>(&'r Registry, &'r AtomicUsize);
+impl Drop for Observes<'_> {
+    fn drop(&mut self) {
+        let free = self.0.bulkhead("orders").available_concurrent_calls();
+        self.1
+            .store(usize::try_from(free).unwrap(), Ordering::SeqCst);
+    }
+}
+
+/// A classification that panics: the call's result is dropped while its permits are still
+/// held (its destructor is part of the call, and may call through the same guards), then the
+/// permits go. The same on the one-guard path as on the general one.
+#[test]
+fn a_panicking_classification_drops_the_result_before_the_permits() {
+    let registry = registry_with(1);
+    for guards in [&[Guard::bulkhead("orders")][..], &BOTH[..]] {
+        let plan = registry.plan(guards).unwrap();
+        let free_at_drop = AtomicUsize::new(usize::MAX);
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = plan.run(
+                || Observes(&registry, &free_at_drop),
+                |_| panic!("the classification fails"),
+            );
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(
+            free_at_drop.load(Ordering::SeqCst),
+            0,
+            "{guards:?}: the result was dropped after the permit went"
+        );
+        assert_eq!(registry.bulkhead("orders").available_concurrent_calls(), 1);
+    }
 }
