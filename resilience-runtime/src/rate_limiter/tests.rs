@@ -544,3 +544,22 @@ fn a_caller_overtaken_into_the_next_cycle_after_its_reading_is_not_refused() {
     assert_eq!(rl.available_permissions(), 0);
     assert_eq!(retry_after(rl.try_acquire()), SEC);
 }
+
+/// The same overtaking with a wait allowed: judged by its old reading the caller would find
+/// the next free permission two cycles away, beyond its timeout of one, and be refused; read
+/// again, it is one cycle away, and the caller may wait for it.
+#[test]
+fn a_caller_overtaken_after_its_reading_may_still_wait_within_its_timeout() {
+    let (rl, clock) = limiter(1, SEC);
+    let rl = std::sync::Arc::new(rl);
+    rl.try_acquire().expect("cycle 0 has one");
+    let (other, later) = (std::sync::Arc::clone(&rl), clock.clone());
+    super::timeline::hooks::set_after_clock_read(move || {
+        later.advance(SEC);
+        other.try_acquire().expect("cycle 1 has one");
+    });
+    assert!(
+        matches!(rl.try_acquire_or_wait(), Admission::Wait),
+        "cycle 2 starts within the timeout"
+    );
+}

@@ -274,8 +274,10 @@ impl Timeline {
                 // used up (that leaves `next` at its end). A caller that read the clock after
                 // this one (but before this read of `next`) moved it into a later cycle, or
                 // waiters reserved ahead. Judged by this reading, the later cycle would look
-                // out of reach and this call would be refused below the rate: read the clock
-                // again, once (callers refused from a used-up cycle pay nothing for it).
+                // out of reach (or further away than it is) and this call would be refused
+                // below the rate: read the clock again, once. A refusal from a used-up cycle
+                // pays nothing for it; while waiters hold reservations ahead, `next` is past
+                // the cycle as a rule, and each take then reads the clock twice.
                 now = clock.read(params.reading);
                 (cycle_start, cycle_end) = params.bounds(now);
                 now_is_fresh = true;
