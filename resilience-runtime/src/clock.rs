@@ -44,8 +44,10 @@ pub struct Clock {
     manual: Option<ManualClock>,
 }
 
-/// The system clock's origin, a day before first use, so that a paused tokio runtime whose
-/// frozen time began before the first reading still reads a positive duration; with its
+/// The system clock's origin, a day before first use (where that instant exists: on Windows
+/// not until the machine has been up a day, and then the first use), so that a paused tokio
+/// runtime whose frozen time began before the first reading still reads a positive duration;
+/// with its
 /// [`Fields`] when they can be read (see [`fields`]).
 static ORIGIN: Lazy<Origin> = Lazy::new(|| {
     let now = tokio::time::Instant::now();

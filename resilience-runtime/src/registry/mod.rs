@@ -843,36 +843,45 @@ impl Registry {
         if let Some(problem) = GuardListError::check(guards) {
             return Err(ConfigError::new("guards", problem.to_string()));
         }
-        // Checked on the names as given: a name turned away is not interned (kept for the
-        // process), as the refusing plan of a call site would intern it.
-        {
-            let state = self.read();
-            if state.require_configured {
-                if let Some(missing) = guards.iter().find(|g| !state.configures(g)) {
-                    return Err(ConfigError::new(
-                        "guards",
-                        crate::error::unconfigured_message(missing.aspect(), missing.name()),
-                    ));
-                }
-            }
-        }
-        let plan = self.resolve_plan(guards);
-        match plan.unconfigured() {
-            None => Ok(plan),
-            // The configuration changed since the check above (a document reloaded).
-            Some(refusal) => Err(ConfigError::new("guards", refusal.to_string())),
-        }
+        // A name turned away is not interned (kept for the process): the message is made
+        // from the name as given.
+        self.try_resolve_plan(guards).map_err(|missing| {
+            ConfigError::new(
+                "guards",
+                crate::error::unconfigured_message(missing.guard.aspect(), missing.guard.name()),
+            )
+        })
     }
 
-    /// Builds the plan of a guard list already checked by [`GuardListError::check`].
+    /// Builds the plan of a guard list already checked by [`GuardListError::check`]: for a
+    /// call site, whose guard without a configuration (when the registry requires one) makes a
+    /// plan that refuses every call.
     pub(crate) fn resolve_plan(&self, guards: &[Guard<'_>]) -> Plan {
+        self.try_resolve_plan(guards).unwrap_or_else(|missing| {
+            let guard = missing.guard;
+            Plan::refusing(
+                missing.generation,
+                missing.policy,
+                guard.aspect(),
+                Name::from(guard.name()),
+            )
+        })
+    }
+
+    /// [`resolve_plan`](Self::resolve_plan), or the first guard without a configuration when
+    /// the registry requires one: judged under the same lock as the plan's policy and
+    /// generation, with nothing interned for it.
+    fn try_resolve_plan<'g>(&self, guards: &'g [Guard<'g>]) -> Result<Plan, Missing<'g>> {
         let (precedence, policy, generation) = {
             let state = self.read();
             let generation = self.generation();
             if state.require_configured {
-                if let Some(missing) = guards.iter().find(|g| !state.configures(g)) {
-                    let name = Name::from(missing.name());
-                    return Plan::refusing(generation, state.reentrancy, missing.aspect(), name);
+                if let Some(guard) = guards.iter().find(|g| !state.configures(g)) {
+                    return Err(Missing {
+                        guard,
+                        generation,
+                        policy: state.reentrancy,
+                    });
                 }
             }
             (state.precedence, state.reentrancy, generation)
@@ -896,8 +905,16 @@ impl Registry {
         }
         // The generation was read before the instances: if the configuration changed in
         // between, the plan is labelled older than what it holds and is rebuilt on next use.
-        plan
+        Ok(plan)
     }
+}
+
+/// A guard without a configuration in a registry that requires one, with what a refusing
+/// plan needs.
+struct Missing<'g> {
+    guard: &'g Guard<'g>,
+    generation: u64,
+    policy: ReentrancyPolicy,
 }
 
 impl Default for Registry {
