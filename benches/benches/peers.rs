@@ -407,10 +407,11 @@ fn rate_limiter_permit(c: &mut Criterion) {
 
 fn rate_limiter_permit_2threads(c: &mut Criterion) {
     let mut g = c.benchmark_group("rate_limiter_permit_2threads");
-    // Not `expect`ed: under contention ours refuses a call now and then at a cycle boundary
-    // although both cycles have permissions left (a caller whose compare-and-swap lost to the
-    // first caller of the new cycle decides again on its reading of the old one). Counted and
-    // printed, so that each run records how often; each costs one refusal's path.
+    // Not `expect`ed but counted and printed: a refusal here is a call refused below the rate
+    // (10⁹ a second is never used up). Two threads at a cycle boundary made such refusals, one
+    // per run or so, until a caller that lost its swap to the other's new cycle (533993e), or
+    // found `next` already in it (c04fabb), read the clock again; each run records whether
+    // any came back.
     let ours = ours_rate_limiter();
     let refused = AtomicU64::new(0);
     let longest_retry_after = AtomicU64::new(0);
