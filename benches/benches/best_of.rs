@@ -10,7 +10,6 @@
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::sync::Barrier;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -355,29 +354,13 @@ fn configure_gates(name: &str) {
         .expect("breaker");
 }
 
-/// Two threads making `CALLS` calls each at once on one shared value: the time from their
-/// common start until both are done, per call of one thread (as `peers.rs`'s `two_threads`
-/// measures criterion's `*_2threads` cases). Compared by the median of long runs, not by the
-/// best of short rounds: the fastest round of two threads is one in which they did not
-/// contend (one ran after the other), which is not the case measured.
-fn two_threads<S: Sync>(shared: &S, call: impl Fn(&S) + Sync) -> f64 {
+/// Two threads making 10⁶ calls each at once on one shared value ([`common::two_threads`]): ns
+/// per call of one thread. Compared by the median of long runs, not by the best of short
+/// rounds: the fastest round of two threads is one in which they did not contend (one ran
+/// after the other), which is not the case measured.
+fn two_threads_per_call<S: Sync>(shared: &S, call: impl Fn(&S) + Sync) -> f64 {
     const CALLS: u32 = 1_000_000;
-    let barrier = Barrier::new(2);
-    let elapsed = std::thread::scope(|scope| {
-        let threads = [(); 2].map(|()| {
-            scope.spawn(|| {
-                barrier.wait();
-                let start = Instant::now();
-                for _ in 0..CALLS {
-                    call(shared);
-                }
-                (start, Instant::now())
-            })
-        });
-        let [a, b] = threads.map(|t| t.join().expect("the thread runs"));
-        a.1.max(b.1) - a.0.min(b.0)
-    });
-    elapsed.as_nanos() as f64 / f64::from(CALLS)
+    common::two_threads(u64::from(CALLS), shared, call).as_nanos() as f64 / f64::from(CALLS)
 }
 
 /// A permission of the rate limiter beside governor's `check()` (10⁹ per second, no wait: no
@@ -427,8 +410,8 @@ fn rate_limiter_alone(rounds: usize) {
     // Interleaved run by run, like the rounds above.
     let (mut ours_runs, mut governor_runs) = (Vec::new(), Vec::new());
     for _ in 0..9 {
-        ours_runs.push(two_threads(&second, take));
-        governor_runs.push(two_threads(&governor, check));
+        ours_runs.push(two_threads_per_call(&second, take));
+        governor_runs.push(two_threads_per_call(&governor, check));
     }
     let median = |mut runs: Vec<f64>| {
         runs.sort_by(f64::total_cmp);

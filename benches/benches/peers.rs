@@ -11,7 +11,7 @@ use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::pin::pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Barrier, Mutex};
+use std::sync::Mutex;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -24,7 +24,7 @@ use resilience_runtime::{
 use tower::{Service, ServiceBuilder};
 
 mod common;
-use common::{bare, poll_now, CallError};
+use common::{bare, poll_now, two_threads, CallError};
 
 // ---------------------------------------------------------------- helpers
 
@@ -60,27 +60,6 @@ fn tower_call_spin<S: Service<()>>(service: &mut S) -> Result<S::Response, S::Er
             Poll::Pending => std::hint::spin_loop(),
         }
     }
-}
-
-/// Runs `op` `iters` times on each of two threads at once and returns the wall time: criterion
-/// divides it by `iters`, so the figure is the time per call per thread under contention.
-fn two_threads<S: Sync>(iters: u64, shared: &S, op: impl Fn(&S) + Sync) -> Duration {
-    let barrier = Barrier::new(3);
-    std::thread::scope(|scope| {
-        for _ in 0..2 {
-            scope.spawn(|| {
-                barrier.wait();
-                for _ in 0..iters {
-                    op(shared);
-                }
-                barrier.wait();
-            });
-        }
-        barrier.wait();
-        let start = Instant::now();
-        barrier.wait();
-        start.elapsed()
-    })
 }
 
 fn breaker_config(window: SlidingWindow) -> CircuitBreakerConfig {

@@ -1,10 +1,12 @@
-//! What both bench binaries call: the bare call, the error type of the guarded calls, and the
-//! one-poll executor.
+//! What the bench binaries call: the bare call, the error type of the guarded calls, the
+//! one-poll executor, and the two-thread run.
 
 use std::future::Future;
 use std::hint::black_box;
 use std::pin::pin;
+use std::sync::Barrier;
 use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
 
 use resilience_runtime::Rejected;
 
@@ -44,4 +46,27 @@ impl From<Rejected> for CallError {
 #[inline(never)]
 pub async fn bare(x: u32) -> Result<u32, CallError> {
     Ok(black_box(x) + 1)
+}
+
+/// Runs `op` `iters` times on each of two threads at once, on one shared value, and returns the
+/// time from their common start until both are done: divided by `iters`, the time per call of
+/// one thread under contention. Each thread times itself from the moment both are released, so
+/// a third thread (the caller) descheduled around the start does not shorten the figure.
+#[allow(dead_code)] // not every bench binary measures two threads
+pub fn two_threads<S: Sync>(iters: u64, shared: &S, op: impl Fn(&S) + Sync) -> Duration {
+    let barrier = Barrier::new(2);
+    std::thread::scope(|scope| {
+        let threads = [(); 2].map(|()| {
+            scope.spawn(|| {
+                barrier.wait();
+                let start = Instant::now();
+                for _ in 0..iters {
+                    op(shared);
+                }
+                (start, Instant::now())
+            })
+        });
+        let [a, b] = threads.map(|t| t.join().expect("the thread runs"));
+        a.1.max(b.1) - a.0.min(b.0)
+    })
 }
