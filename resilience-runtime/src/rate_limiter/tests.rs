@@ -525,21 +525,28 @@ fn concurrent_callers_never_get_more_than_the_limit_of_a_cycle() {
 
 // ---- a cycle boundary crossed by another caller -----------------------------------------
 
-/// A caller read the clock in cycle 0; before it read `next`, another caller (on another core)
-/// read the clock in cycle 1 and took a permission there, moving `next` into cycle 1. Judged by
-/// its old reading the first caller would see cycle 0 used up and cycle 1 a second away, and,
-/// with no wait allowed, be refused while cycle 1 still had a permission. It reads the clock
-/// again and takes that permission.
+/// A limiter of `limit` per second waiting up to `timeout`, one permission of cycle 0 taken,
+/// whose next take on this thread is overtaken right after its clock reading: a
+/// caller (on another core, as it were) advances the clock into cycle 1 and takes a
+/// permission there, moving `next` into cycle 1.
+fn overtaken_after_its_reading(limit: u32, timeout: Duration) -> std::sync::Arc<RateLimiter> {
+    let (rl, clock) = limiter(limit, timeout);
+    let rl = std::sync::Arc::new(rl);
+    rl.try_acquire().expect("cycle 0 has a permission");
+    let other = std::sync::Arc::clone(&rl);
+    super::timeline::hooks::set_after_clock_read(move || {
+        clock.advance(SEC);
+        other.try_acquire().expect("cycle 1 has a permission");
+    });
+    rl
+}
+
+/// Judged by its reading in cycle 0, the overtaken caller would see cycle 0 used up and
+/// cycle 1 a second away, and, with no wait allowed, be refused while cycle 1 still had a
+/// permission. It reads the clock again and takes that permission.
 #[test]
 fn a_caller_overtaken_into_the_next_cycle_after_its_reading_is_not_refused() {
-    let (rl, clock) = limiter(2, Duration::ZERO);
-    let rl = std::sync::Arc::new(rl);
-    rl.try_acquire().expect("cycle 0 has two");
-    let (other, later) = (std::sync::Arc::clone(&rl), clock.clone());
-    super::timeline::hooks::set_after_clock_read(move || {
-        later.advance(SEC);
-        other.try_acquire().expect("cycle 1 has two");
-    });
+    let rl = overtaken_after_its_reading(2, Duration::ZERO);
     assert_eq!(rl.try_acquire(), Ok(()), "cycle 1 had a permission left");
     assert_eq!(rl.available_permissions(), 0);
     assert_eq!(retry_after(rl.try_acquire()), SEC);
@@ -550,14 +557,7 @@ fn a_caller_overtaken_into_the_next_cycle_after_its_reading_is_not_refused() {
 /// again, it is one cycle away, and the caller may wait for it.
 #[test]
 fn a_caller_overtaken_after_its_reading_may_still_wait_within_its_timeout() {
-    let (rl, clock) = limiter(1, SEC);
-    let rl = std::sync::Arc::new(rl);
-    rl.try_acquire().expect("cycle 0 has one");
-    let (other, later) = (std::sync::Arc::clone(&rl), clock.clone());
-    super::timeline::hooks::set_after_clock_read(move || {
-        later.advance(SEC);
-        other.try_acquire().expect("cycle 1 has one");
-    });
+    let rl = overtaken_after_its_reading(1, SEC);
     assert!(
         matches!(rl.try_acquire_or_wait(), Admission::Wait),
         "cycle 2 starts within the timeout"

@@ -95,11 +95,13 @@ impl Params {
         self.base.saturating_add(cycle.saturating_mul(self.limit))
     }
 
-    /// The positions of the cycle the reading `now` is in: its first, and one past its last.
+    /// Reads `clock` as these parameters say, with the positions of the cycle the reading is
+    /// in: `(now, its first position, one past its last)`.
     #[inline]
-    fn bounds(&self, now: u64) -> (u64, u64) {
+    fn read_cycle(&self, clock: &Clock) -> (u64, u64, u64) {
+        let now = clock.read(self.reading);
         let start = self.cycle_start(self.cycle(now));
-        (start, start.saturating_add(self.limit))
+        (now, start, start.saturating_add(self.limit))
     }
 
     /// The clock reading at which `cycle` starts (`u64::MAX`: never).
@@ -251,8 +253,7 @@ impl Timeline {
         // 1.5–1.9× governor's time to 0.6–0.9×: BENCHMARKS.md). Read after the parameters,
         // `next` is checked against them at the top of the loop: see "Reconfiguration" above.
         let mut params = self.params();
-        let mut now = clock.read(params.reading);
-        let (mut cycle_start, mut cycle_end) = params.bounds(now);
+        let (mut now, mut cycle_start, mut cycle_end) = params.read_cycle(clock);
         #[cfg(test)]
         hooks::after_clock_read();
         let mut next = self.next.load(Ordering::Acquire);
@@ -264,8 +265,7 @@ impl Timeline {
             // decide on its parameters, read after `next` (so never older than it).
             if self.seq.load(Ordering::Acquire) != params.seq {
                 params = self.params();
-                now = clock.read(params.reading);
-                (cycle_start, cycle_end) = params.bounds(now);
+                (now, cycle_start, cycle_end) = params.read_cycle(clock);
                 now_is_fresh = true;
             }
             let start = next.max(cycle_start);
@@ -278,8 +278,7 @@ impl Timeline {
                 // below the rate: read the clock again, once. A refusal from a used-up cycle
                 // pays nothing for it; while waiters hold reservations ahead, `next` is past
                 // the cycle as a rule, and each take then reads the clock twice.
-                now = clock.read(params.reading);
-                (cycle_start, cycle_end) = params.bounds(now);
+                (now, cycle_start, cycle_end) = params.read_cycle(clock);
                 now_is_fresh = true;
                 continue;
             }
@@ -307,8 +306,7 @@ impl Timeline {
                             // reading, that caller's cycle would look exhausted and this call
                             // would be refused below the rate. Read the clock again (only on
                             // this contended path).
-                            now = clock.read(params.reading);
-                            (cycle_start, cycle_end) = params.bounds(now);
+                            (now, cycle_start, cycle_end) = params.read_cycle(clock);
                             now_is_fresh = true;
                         }
                     }
@@ -340,8 +338,7 @@ impl Timeline {
                                 self.reserved.fetch_sub(1, Ordering::Relaxed);
                                 next = actual;
                                 // As above: a later cycle may have begun meanwhile.
-                                now = clock.read(params.reading);
-                                (cycle_start, cycle_end) = params.bounds(now);
+                                (now, cycle_start, cycle_end) = params.read_cycle(clock);
                                 now_is_fresh = true;
                             }
                         }
