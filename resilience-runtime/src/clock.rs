@@ -47,8 +47,7 @@ pub struct Clock {
 /// The system clock's origin, a day before first use (where that instant exists: on Windows
 /// not until the machine has been up a day, and then the first use), so that a paused tokio
 /// runtime whose frozen time began before the first reading still reads a positive duration;
-/// with its
-/// [`Fields`] when they can be read (see [`fields`]).
+/// with its [`Fields`] when they can be read (see [`fields`]).
 static ORIGIN: Lazy<Origin> = Lazy::new(|| {
     let now = tokio::time::Instant::now();
     let instant = now.checked_sub(Duration::from_secs(86_400)).unwrap_or(now);

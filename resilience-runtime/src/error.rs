@@ -187,9 +187,9 @@ impl fmt::Display for Rejected {
 }
 
 /// What [`Rejected::Unconfigured`] says, for a name that need not be made a [`Name`].
-fn write_unconfigured(f: &mut fmt::Formatter<'_>, aspect: Aspect, name: &str) -> fmt::Result {
+fn write_unconfigured(out: &mut impl fmt::Write, aspect: Aspect, name: &str) -> fmt::Result {
     write!(
-        f,
+        out,
         "{aspect} `{name}` has no configuration, and the registry requires one \
          (`set_require_configured`): configure it at startup"
     )
@@ -198,13 +198,10 @@ fn write_unconfigured(f: &mut fmt::Formatter<'_>, aspect: Aspect, name: &str) ->
 /// The message of [`Rejected::Unconfigured`] for `aspect` `name`, without interning `name`
 /// (a name the registry turns away is not kept: it may come from a request).
 pub(crate) fn unconfigured_message(aspect: Aspect, name: &str) -> String {
-    struct Message<'a>(Aspect, &'a str);
-    impl fmt::Display for Message<'_> {
-        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            write_unconfigured(f, self.0, self.1)
-        }
-    }
-    Message(aspect, name).to_string()
+    let mut message = String::new();
+    // Writing into a `String` cannot fail.
+    let _ = write_unconfigured(&mut message, aspect, name);
+    message
 }
 
 impl std::error::Error for Rejected {}
