@@ -405,30 +405,20 @@ fn a_plan_of_one_guard_releases_on_every_path() {
     let registry = registry_with(1);
     let breaker = registry.plan(&[Guard::circuit_breaker("orders")]).unwrap();
     let bulkhead = registry.plan(&[Guard::bulkhead("orders")]).unwrap();
-    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    assert_panics(|| {
         let _: Result<(), CallError> = bulkhead.call(|| panic!("the call fails hard"));
-    }));
-    assert!(panicked.is_err());
+    });
     assert_eq!(registry.bulkhead("orders").available_concurrent_calls(), 1);
-    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    assert_panics(|| {
         let _ = bulkhead.run(|| 7, |_| panic!("the classification fails"));
-    }));
-    assert!(panicked.is_err());
+    });
     assert_eq!(registry.bulkhead("orders").available_concurrent_calls(), 1);
-    for classify_panics in [false, true] {
-        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let _ = breaker.run(
-                || -> Result<(), CallError> {
-                    if !classify_panics {
-                        panic!("the call fails hard");
-                    }
-                    Ok(())
-                },
-                |_| panic!("the classification fails"),
-            );
-        }));
-        assert!(panicked.is_err());
-    }
+    assert_panics(|| {
+        let _: Result<(), CallError> = breaker.call(|| panic!("the call fails hard"));
+    });
+    assert_panics(|| {
+        let _ = breaker.run(|| 7, |_| panic!("the classification fails"));
+    });
     let metrics = registry.circuit_breaker("orders").metrics();
     assert_eq!(
         metrics.number_of_buffered_calls(),
@@ -502,13 +492,12 @@ fn a_panicking_classification_drops_the_result_before_the_permits() {
     for guards in [&[Guard::bulkhead("orders")][..], &BOTH[..]] {
         let plan = registry.plan(guards).unwrap();
         let free_at_drop = AtomicUsize::new(usize::MAX);
-        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        assert_panics(|| {
             let _ = plan.run(
                 || Observes(&registry, &free_at_drop),
                 |_| panic!("the classification fails"),
             );
-        }));
-        assert!(panicked.is_err());
+        });
         assert_eq!(
             free_at_drop.load(Ordering::SeqCst),
             0,
@@ -516,4 +505,10 @@ fn a_panicking_classification_drops_the_result_before_the_permits() {
         );
         assert_eq!(registry.bulkhead("orders").available_concurrent_calls(), 1);
     }
+}
+
+/// Runs `f`, which must panic (the panic is caught here).
+fn assert_panics(f: impl FnOnce()) {
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    assert!(caught.is_err(), "expected a panic");
 }
