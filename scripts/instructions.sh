@@ -56,6 +56,7 @@ cases=(
     five_aspects_plan_sync - yes two_gates_plan
     four_aspects_macro_sync - yes two_gates_macro_sync
     retry_plan_async - yes -
+    retry_plan_sync - yes -
     time_limiter_plan_async tokio_timeout yes -
     tokio_timeout - yes -
     semaphore_recloser - yes -

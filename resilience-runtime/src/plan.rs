@@ -434,6 +434,17 @@ impl Plan {
         &self.wrappers
     }
 
+    /// The wrapper of a plan that is one wrapper and no gate (`#[retry]` or `#[time_limiter]`
+    /// alone): it has no segment to enter or release, so it runs without the nested model.
+    /// `None` for every other plan, and for one that refuses every call (it has no guards).
+    #[inline(always)]
+    pub(crate) fn lone_wrapper(&self) -> Option<&Wrapper> {
+        match (self.steps.as_slice(), self.wrappers.as_slice()) {
+            ([], [(_, wrapper)]) => Some(wrapper),
+            _ => None,
+        }
+    }
+
     /// The index of the first gate of segment `index` (the gates after wrapper `index - 1`).
     #[inline]
     pub(crate) fn segment_start(&self, index: usize) -> usize {

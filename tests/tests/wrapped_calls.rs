@@ -584,3 +584,189 @@ async fn an_async_call_that_waits_for_a_gate_inside_the_retry_resumes_there() {
     assert_eq!(breaker.number_of_failed_calls(), 1);
     assert_eq!(breaker.number_of_successful_calls(), 1);
 }
+
+// A retry or a time limiter alone in its plan runs without the nested model (it has no gate
+// to enter or release). Each test below runs the same calls through the wrapper alone and
+// through the five-aspect stack, on fresh registries, and expects the same of both.
+
+/// The retry alone, and the five aspects around it.
+const RETRY_PLANS: [&[Guard<'static>]; 2] = [&[Guard::retry("inv")], &FIVE];
+
+/// A retry of `attempts` attempts, `wait` apart.
+fn registry_with_waits(attempts: u32, wait: Duration) -> Registry {
+    let registry = Registry::new();
+    registry
+        .configure_retry(
+            "inv",
+            RetryConfig::builder()
+                .max_attempts(attempts)
+                .wait_duration(wait)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    registry
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_async_retry_alone_waits_retries_and_counts_as_in_a_stack() {
+    for guards in RETRY_PLANS {
+        let registry = registry_with_waits(3, Duration::from_secs(1));
+        let plan = registry.plan(guards).unwrap();
+        let start = tokio::time::Instant::now();
+        let attempts = AtomicU32::new(0);
+        let result: Result<u32, CallError> = plan
+            .call_async(|| async {
+                match attempts.fetch_add(1, Ordering::SeqCst) {
+                    0 | 1 => Err(CallError::Downstream("503")),
+                    n => Ok(n),
+                }
+            })
+            .await;
+        assert_eq!(result, Ok(2), "{} guards", guards.len());
+        assert_eq!(attempts.load(Ordering::SeqCst), 3);
+        assert_eq!(start.elapsed(), Duration::from_secs(2), "two waits of 1 s");
+        let metrics = registry.retry("inv").metrics();
+        assert_eq!(metrics.number_of_successful_calls_with_retry_attempt(), 1);
+        assert_eq!(
+            metrics.number_of_successful_calls_without_retry_attempt()
+                + metrics.number_of_failed_calls_with_retry_attempt()
+                + metrics.number_of_failed_calls_without_retry_attempt(),
+            0
+        );
+
+        // Every attempt failing: the last error, counted as failed with retries.
+        let result: Result<u32, CallError> = plan
+            .call_async(|| async { Err(CallError::Downstream("500")) })
+            .await;
+        assert_eq!(result, Err(CallError::Downstream("500")));
+        let metrics = registry.retry("inv").metrics();
+        assert_eq!(metrics.number_of_failed_calls_with_retry_attempt(), 1);
+
+        // At once: counted as a success without retries.
+        let result: Result<u32, CallError> = plan.call_async(|| async { Ok(9) }).await;
+        assert_eq!(result, Ok(9));
+        let metrics = registry.retry("inv").metrics();
+        assert_eq!(
+            metrics.number_of_successful_calls_without_retry_attempt(),
+            1
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_async_retry_alone_dropped_while_it_waits_counts_nothing() {
+    for guards in RETRY_PLANS {
+        let registry = registry_with_waits(3, Duration::from_secs(10));
+        let plan = registry.plan(guards).unwrap();
+        let attempts = AtomicU32::new(0);
+        let call = plan.call_async(|| async {
+            attempts.fetch_add(1, Ordering::SeqCst);
+            Err::<(), _>(CallError::Downstream("503"))
+        });
+        assert!(tokio::time::timeout(Duration::from_secs(5), call)
+            .await
+            .is_err());
+        assert_eq!(
+            attempts.load(Ordering::SeqCst),
+            1,
+            "{} guards",
+            guards.len()
+        );
+        assert_eq!(registry.retry("inv").metrics(), Default::default());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_async_retry_alone_does_not_retry_what_the_classification_ignores_or_a_future_made_once()
+{
+    for guards in RETRY_PLANS {
+        let registry = registry_with_waits(3, Duration::from_secs(1));
+        let plan = registry.plan(guards).unwrap();
+        let attempts = AtomicU32::new(0);
+        let status = plan
+            .run_async(
+                || async {
+                    attempts.fetch_add(1, Ordering::SeqCst);
+                    404
+                },
+                |_| resilience_runtime::CallOutcome::Ignored,
+            )
+            .await;
+        assert_eq!(status, Ok(404));
+        assert_eq!(
+            attempts.load(Ordering::SeqCst),
+            1,
+            "{} guards",
+            guards.len()
+        );
+
+        let once: Result<(), CallError> = plan
+            .call_future(async { Err(CallError::Downstream("503")) })
+            .await;
+        assert_eq!(once, Err(CallError::Downstream("503")));
+        let metrics = registry.retry("inv").metrics();
+        assert_eq!(metrics.number_of_failed_calls_without_retry_attempt(), 2);
+    }
+}
+
+#[test]
+fn a_sync_retry_alone_retries_and_counts_as_in_a_stack() {
+    for guards in RETRY_PLANS {
+        let registry = registry_with_retry(3);
+        let plan = registry.plan(guards).unwrap();
+        let mut attempts = 0;
+        let result = plan.call(|| fails_first(&mut attempts));
+        assert_eq!(result, Ok(()), "{} guards", guards.len());
+        assert_eq!(attempts, 2);
+        let metrics = registry.retry("inv").metrics();
+        assert_eq!(metrics.number_of_successful_calls_with_retry_attempt(), 1);
+
+        let once = plan.run(|| 404, |_| resilience_runtime::CallOutcome::Ignored);
+        assert_eq!(once, Ok(404));
+        assert_eq!(
+            registry
+                .retry("inv")
+                .metrics()
+                .number_of_failed_calls_without_retry_attempt(),
+            1
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_async_time_limiter_alone_cuts_off_a_slow_call_and_counts_a_quick_one() {
+    // The time limiter alone, and with the bulkhead around it.
+    let plans: [&[Guard<'static>]; 2] = [
+        &[Guard::time_limiter("inv")],
+        &[Guard::bulkhead("inv"), Guard::time_limiter("inv")],
+    ];
+    for guards in plans {
+        let registry = Registry::new();
+        time_limit(&registry, Duration::from_millis(100), true);
+        let plan = registry.plan(guards).unwrap();
+        let start = tokio::time::Instant::now();
+        let slow: Result<u32, CallError> = plan
+            .call_async(|| async {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                Ok(1)
+            })
+            .await;
+        assert!(
+            matches!(slow, Err(CallError::Rejected(Rejected::TimedOut { .. }))),
+            "{slow:?} with {} guards",
+            guards.len()
+        );
+        assert_eq!(start.elapsed(), Duration::from_millis(100));
+        let quick: Result<u32, CallError> = plan.call_async(|| async { Ok(2) }).await;
+        assert_eq!(quick, Ok(2));
+        let failed: Result<u32, CallError> = plan
+            .call_async(|| async { Err(CallError::Downstream("503")) })
+            .await;
+        assert!(failed.is_err());
+        let metrics = registry.time_limiter("inv").metrics();
+        assert_eq!(metrics.number_of_timed_out_calls(), 1);
+        assert_eq!(metrics.number_of_successful_calls(), 1);
+        assert_eq!(metrics.number_of_failed_calls(), 1);
+    }
+}

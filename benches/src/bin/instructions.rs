@@ -45,6 +45,7 @@ const CASES: &[&str] = &[
     "five_aspects_plan_sync",
     "four_aspects_macro_sync",
     "retry_plan_async",
+    "retry_plan_sync",
     "time_limiter_plan_async",
     "tokio_timeout",
     "semaphore_recloser",
@@ -462,6 +463,16 @@ fn main() -> ExitCode {
             let plan = plan(&[Guard::retry(RETRY)]);
             run(n, || {
                 black_box(poll_now(black_box(&plan).call_async(|| bare(black_box(1))))).unwrap();
+            })
+        }
+        "retry_plan_sync" => {
+            Registry::global()
+                .configure_retry(RETRY, retry_config())
+                .expect("retry");
+            let plan = plan(&[Guard::retry(RETRY)]);
+            run(n, || {
+                black_box(black_box(&plan).call(|| Ok::<u32, CallError>(black_box(1) + 1)))
+                    .unwrap();
             })
         }
         "time_limiter_plan_async" => {

@@ -15,6 +15,11 @@
 //! async ones (one function per level: a plan holds each wrapper kind once, so there are at
 //! most three segments, and an async function cannot recurse without boxing its future).
 //!
+//! A plan of one wrapper and no gate (`#[retry]` or `#[time_limiter]` alone, the common
+//! case) has no segment to enter or release: it runs its wrapper directly, without the nested
+//! model's bookkeeping, and the tests in `tests/tests/wrapped_calls.rs` hold it to the same
+//! behaviour as the wrapper inside a stack.
+//!
 //! A retried attempt is not a re-entry: an attempt's call is on the call chain only while it
 //! runs, so the next attempt enters the gates inside the retry as a new call would.
 
@@ -185,6 +190,9 @@ impl Plan {
         A: Attempt,
         J: Judge<A::Output>,
     {
+        if let Some(Wrapper::Retry(retry)) = self.lone_wrapper() {
+            return retry_alone_blocking(retry, attempt, judge);
+        }
         let mut held = Held::new();
         let result = match self.enter_flat(&mut held) {
             Ok(()) => {
@@ -449,6 +457,35 @@ impl Plan {
         if let Some(rejected) = self.unconfigured() {
             return Err(rejected);
         }
+        // A plan of one wrapper and no gate (`#[retry]` or `#[time_limiter]` alone): what the
+        // nested model does for it, in the same order, without the segments' bookkeeping. There
+        // is no gate to enter, hold or release, and no frame to link (a wrapper holds nothing a
+        // nested call could re-enter). Written here rather than as futures of their own: a
+        // nested future is one more state machine to resume and to drop on every call.
+        match self.lone_wrapper() {
+            Some(Wrapper::Retry(retry)) => {
+                // Dropped while an attempt runs or while it waits, the call ends there and the
+                // retry counts nothing more.
+                let mut attempts = retry.attempts();
+                loop {
+                    let result = Ok(attempt.attempt().await);
+                    match attempts.after(attempted(&judge, &result), attempt.repeatable()) {
+                        Next::Stop => return result,
+                        Next::RetryAfter(wait) => {
+                            drop(result);
+                            retry.sleep(wait).await;
+                        }
+                    }
+                }
+            }
+            Some(Wrapper::TimeLimiter(limiter)) => {
+                let call = async { Ok(attempt.attempt().await) };
+                return limiter
+                    .limit(call, |result| succeeded(&judge, result))
+                    .await;
+            }
+            None => {}
+        }
         let mut held = Held::new();
         // The place of the call's future, for every attempt: the first is polled here, and
         // the nested model polls it in place if it is not ready.
@@ -540,6 +577,31 @@ impl Plan {
             held.complete_in_place(judge.outcome(output));
         }
         None
+    }
+}
+
+/// A plan of one retry and no gate (`#[retry]` alone), sync: what the nested model does for
+/// it, in the same order (an attempt, the retry's count of it, the wait blocking the thread,
+/// the next attempt), without a gate to enter or release or a frame to link.
+fn retry_alone_blocking<A, J>(
+    retry: &Retry,
+    mut attempt: A,
+    judge: &J,
+) -> Result<A::Output, Rejected>
+where
+    A: Attempt,
+    J: Judge<A::Output>,
+{
+    let mut attempts = retry.attempts_blocking();
+    loop {
+        let result = Ok(attempt.attempt());
+        match attempts.after(attempted(judge, &result), attempt.repeatable()) {
+            Next::Stop => return result,
+            Next::RetryAfter(wait) => {
+                drop(result);
+                retry.sleep_blocking(wait);
+            }
+        }
     }
 }
 
