@@ -132,15 +132,24 @@ impl Plan {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn call_async<T, E, F>(&self, call: impl FnMut() -> F) -> Result<T, E>
+    pub async fn call_async<T, E, F>(&self, mut call: impl FnMut() -> F) -> Result<T, E>
     where
         E: From<Rejected>,
         F: Future<Output = Result<T, E>>,
     {
-        match self.run_async(call, CallOutcome::of_result).await {
-            Ok(result) => result,
-            Err(rejected) => Err(E::from(rejected)),
+        // `run_async`'s body, not a call of it: one state machine fewer to resume and drop.
+        if self.has_wrappers() {
+            let judge = ByOutcome(CallOutcome::of_result::<T, E>);
+            return match self.run_wrapped_async(Repeat(&mut call), judge).await {
+                Ok(result) => result,
+                Err(rejected) => Err(E::from(rejected)),
+            };
         }
+        let mut guarded = GuardedCall::new();
+        if let Err(rejected) = guarded.enter_async(self).await {
+            return Err(E::from(rejected));
+        }
+        guarded.run_async(call(), CallOutcome::of_result).await
     }
 
     /// Runs the future `call()` makes through the guards and classifies its output with
@@ -186,10 +195,22 @@ impl Plan {
         E: From<Rejected>,
         F: Future<Output = Result<T, E>>,
     {
-        match self.run_future(call, CallOutcome::of_result).await {
-            Ok(result) => result,
-            Err(rejected) => Err(E::from(rejected)),
+        // `run_future`'s body, not a call of it, as in `call_async`.
+        if self.has_wrappers() {
+            let judge = ByOutcome(CallOutcome::of_result::<T, E>);
+            return match self
+                .run_wrapped_async(Once(Some(move || call)), judge)
+                .await
+            {
+                Ok(result) => result,
+                Err(rejected) => Err(E::from(rejected)),
+            };
         }
+        let mut guarded = GuardedCall::new();
+        if let Err(rejected) = guarded.enter_async(self).await {
+            return Err(E::from(rejected));
+        }
+        guarded.run_async(call, CallOutcome::of_result).await
     }
 
     /// Runs the future `call` through the guards and classifies its output with `classify`,
