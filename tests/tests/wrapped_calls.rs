@@ -587,7 +587,8 @@ async fn an_async_call_that_waits_for_a_gate_inside_the_retry_resumes_there() {
 
 // A retry or a time limiter alone in its plan runs without the nested model (it has no gate
 // to enter or release). Each test below runs the same calls through the wrapper alone and
-// through the five-aspect stack, on fresh registries, and expects the same of both.
+// through a stack (the five aspects for the retry; the bulkhead around the time limiter, since
+// a retry would retry its time-out), on fresh registries, and expects the same of both.
 
 /// The retry alone, and the five aspects around it.
 const RETRY_PLANS: [&[Guard<'static>]; 2] = [&[Guard::retry("inv")], &FIVE];
@@ -617,6 +618,8 @@ async fn an_async_retry_alone_waits_retries_and_counts_as_in_a_stack() {
         let attempts = AtomicU32::new(0);
         let result: Result<u32, CallError> = plan
             .call_async(|| async {
+                // Not ready at its first poll: each attempt takes 100 ms.
+                tokio::time::sleep(Duration::from_millis(100)).await;
                 match attempts.fetch_add(1, Ordering::SeqCst) {
                     0 | 1 => Err(CallError::Downstream("503")),
                     n => Ok(n),
@@ -625,7 +628,11 @@ async fn an_async_retry_alone_waits_retries_and_counts_as_in_a_stack() {
             .await;
         assert_eq!(result, Ok(2), "{} guards", guards.len());
         assert_eq!(attempts.load(Ordering::SeqCst), 3);
-        assert_eq!(start.elapsed(), Duration::from_secs(2), "two waits of 1 s");
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_millis(2300),
+            "three attempts of 100 ms, two waits of 1 s"
+        );
         let metrics = registry.retry("inv").metrics();
         assert_eq!(metrics.number_of_successful_calls_with_retry_attempt(), 1);
         assert_eq!(
@@ -678,6 +685,31 @@ async fn an_async_retry_alone_dropped_while_it_waits_counts_nothing() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_async_retry_alone_dropped_while_an_attempt_runs_counts_nothing() {
+    for guards in RETRY_PLANS {
+        let registry = registry_with_waits(3, Duration::from_millis(10));
+        let plan = registry.plan(guards).unwrap();
+        let attempts = AtomicU32::new(0);
+        let call = plan.call_async(|| async {
+            attempts.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Err::<(), _>(CallError::Downstream("503"))
+        });
+        // Given up in the second attempt: the first failed at 50 ms, the second started at 60.
+        assert!(tokio::time::timeout(Duration::from_millis(80), call)
+            .await
+            .is_err());
+        assert_eq!(
+            attempts.load(Ordering::SeqCst),
+            2,
+            "{} guards",
+            guards.len()
+        );
+        assert_eq!(registry.retry("inv").metrics(), Default::default());
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_async_retry_alone_does_not_retry_what_the_classification_ignores_or_a_future_made_once()
 {
     for guards in RETRY_PLANS {
@@ -722,8 +754,8 @@ fn a_sync_retry_alone_retries_and_counts_as_in_a_stack() {
         let metrics = registry.retry("inv").metrics();
         assert_eq!(metrics.number_of_successful_calls_with_retry_attempt(), 1);
 
-        let once = plan.run(|| 404, |_| resilience_runtime::CallOutcome::Ignored);
-        assert_eq!(once, Ok(404));
+        let ignored = plan.run(|| 404, |_| resilience_runtime::CallOutcome::Ignored);
+        assert_eq!(ignored, Ok(404));
         assert_eq!(
             registry
                 .retry("inv")

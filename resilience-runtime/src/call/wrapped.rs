@@ -16,9 +16,12 @@
 //! most three segments, and an async function cannot recurse without boxing its future).
 //!
 //! A plan of one wrapper and no gate (`#[retry]` or `#[time_limiter]` alone, the common
-//! case) has no segment to enter or release: it runs its wrapper directly, without the nested
-//! model's bookkeeping, and the tests in `tests/tests/wrapped_calls.rs` hold it to the same
-//! behaviour as the wrapper inside a stack.
+//! case) has no segment to enter or release: an async call runs its wrapper directly, and so
+//! does a sync call through a lone retry (a sync call through a lone time limiter only counts
+//! its outcome, on the flat path). The wrapper counts, emits and waits as it would inside a
+//! stack, which the tests in `tests/tests/wrapped_calls.rs` hold it to; what it skips is the
+//! bookkeeping: the empty permit slots, the empty call-chain frames the nested model links
+//! for later attempts, and the outcome the gates would have been given.
 //!
 //! A retried attempt is not a re-entry: an attempt's call is on the call chain only while it
 //! runs, so the next attempt enters the gates inside the retry as a new call would.
@@ -184,7 +187,8 @@ impl Plan {
     /// by one. When it ends in a way no retry retries (the common case), the wrappers count it
     /// and every gate records the outcome, innermost first: what the nested segments would do,
     /// without their bookkeeping. A refusal, or an attempt a retry retries, continues in the
-    /// nested model from where the first attempt left off.
+    /// nested model from where the first attempt left off. A plan that is one retry and no
+    /// gate skips all of it (see [`retry_alone_blocking`]).
     pub(crate) fn run_wrapped<A, J>(&self, mut attempt: A, judge: &J) -> Result<A::Output, Rejected>
     where
         A: Attempt,
@@ -440,7 +444,8 @@ impl Plan {
     /// completes it in a way no retry retries (the common case), the call ends there. Anything
     /// else (a gate that makes the call wait or refuses it, a future that is not ready, an
     /// attempt a retry retries) continues in the nested model from where the first attempt
-    /// left off ([`Resume`]): nothing is asked twice, nothing counted twice.
+    /// left off ([`Resume`]): nothing is asked twice, nothing counted twice. A plan that is one
+    /// wrapper and no gate skips all of it and runs its wrapper directly.
     pub(crate) async fn run_wrapped_async<A, J>(
         &self,
         mut attempt: A,
@@ -457,11 +462,13 @@ impl Plan {
         if let Some(rejected) = self.unconfigured() {
             return Err(rejected);
         }
-        // A plan of one wrapper and no gate (`#[retry]` or `#[time_limiter]` alone): what the
-        // nested model does for it, in the same order, without the segments' bookkeeping. There
-        // is no gate to enter, hold or release, and no frame to link (a wrapper holds nothing a
-        // nested call could re-enter). Written here rather than as futures of their own: a
-        // nested future is one more state machine to resume and to drop on every call.
+        // A plan of one wrapper and no gate (`#[retry]` or `#[time_limiter]` alone): the
+        // wrapper's counts, events and waits as in the nested model, without its bookkeeping.
+        // There is no gate to enter, hold or release, and no frame worth linking (an empty one
+        // matches no instance a nested call could re-enter). The time limiter's timer starts at
+        // the call's first suspension, as documented (the nested model polls the call a second
+        // time before starting it). Written here rather than as futures of their own: a nested
+        // future is one more state machine to resume and to drop on every call.
         match self.lone_wrapper() {
             Some(Wrapper::Retry(retry)) => {
                 // Dropped while an attempt runs or while it waits, the call ends there and the
@@ -580,9 +587,9 @@ impl Plan {
     }
 }
 
-/// A plan of one retry and no gate (`#[retry]` alone), sync: what the nested model does for
-/// it, in the same order (an attempt, the retry's count of it, the wait blocking the thread,
-/// the next attempt), without a gate to enter or release or a frame to link.
+/// A plan of one retry and no gate (`#[retry]` alone), sync: the attempts, the retry's count
+/// and events, and the waits blocking the thread, as in the nested model, without a gate to
+/// enter or release or an (empty) frame to link for the attempts after the first.
 fn retry_alone_blocking<A, J>(
     retry: &Retry,
     mut attempt: A,
