@@ -19,10 +19,11 @@ const FIVE: [Guard<'static>; 5] = [
     Guard::time_limiter("inv"),
 ];
 
-fn retry(attempts: u32) -> RetryConfig {
+/// A retry of `attempts` attempts, `wait` apart.
+fn retry_waiting(attempts: u32, wait: Duration) -> RetryConfig {
     RetryConfig::builder()
         .max_attempts(attempts)
-        .wait_duration(Duration::ZERO)
+        .wait_duration(wait)
         .build()
         .unwrap()
 }
@@ -38,8 +39,15 @@ fn fails_first(attempts: &mut u32) -> Result<(), CallError> {
 }
 
 fn registry_with_retry(attempts: u32) -> Registry {
+    registry_with_waits(attempts, Duration::ZERO)
+}
+
+/// A registry with the retry `inv` of `attempts` attempts, `wait` apart.
+fn registry_with_waits(attempts: u32, wait: Duration) -> Registry {
     let registry = Registry::new();
-    registry.configure_retry("inv", retry(attempts)).unwrap();
+    registry
+        .configure_retry("inv", retry_waiting(attempts, wait))
+        .unwrap();
     registry
 }
 
@@ -320,17 +328,7 @@ async fn an_async_retry_waits_on_tokio_time_with_exponential_backoff() {
 
 #[tokio::test(start_paused = true)]
 async fn dropping_a_call_while_it_waits_to_retry_ends_it_and_releases_its_guards() {
-    let registry = Registry::new();
-    registry
-        .configure_retry(
-            "inv",
-            RetryConfig::builder()
-                .max_attempts(3)
-                .wait_duration(Duration::from_secs(10))
-                .build()
-                .unwrap(),
-        )
-        .unwrap();
+    let registry = registry_with_waits(3, Duration::from_secs(10));
     let plan = registry.plan(&FIVE).unwrap();
     let call = plan.call_async(|| async { Err::<(), _>(CallError::Downstream("503")) });
     let gave_up = tokio::time::timeout(Duration::from_secs(5), call).await;
@@ -593,22 +591,6 @@ async fn an_async_call_that_waits_for_a_gate_inside_the_retry_resumes_there() {
 /// The retry alone, and the five aspects around it.
 const RETRY_PLANS: [&[Guard<'static>]; 2] = [&[Guard::retry("inv")], &FIVE];
 
-/// A retry of `attempts` attempts, `wait` apart.
-fn registry_with_waits(attempts: u32, wait: Duration) -> Registry {
-    let registry = Registry::new();
-    registry
-        .configure_retry(
-            "inv",
-            RetryConfig::builder()
-                .max_attempts(attempts)
-                .wait_duration(wait)
-                .build()
-                .unwrap(),
-        )
-        .unwrap();
-    registry
-}
-
 #[tokio::test(start_paused = true)]
 async fn an_async_retry_alone_waits_retries_and_counts_as_in_a_stack() {
     for guards in RETRY_PLANS {
@@ -661,51 +643,49 @@ async fn an_async_retry_alone_waits_retries_and_counts_as_in_a_stack() {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn an_async_retry_alone_dropped_while_it_waits_counts_nothing() {
-    for guards in RETRY_PLANS {
-        let registry = registry_with_waits(3, Duration::from_secs(10));
-        let plan = registry.plan(guards).unwrap();
-        let attempts = AtomicU32::new(0);
-        let call = plan.call_async(|| async {
-            attempts.fetch_add(1, Ordering::SeqCst);
-            Err::<(), _>(CallError::Downstream("503"))
-        });
-        assert!(tokio::time::timeout(Duration::from_secs(5), call)
-            .await
-            .is_err());
-        assert_eq!(
-            attempts.load(Ordering::SeqCst),
-            1,
-            "{} guards",
-            guards.len()
-        );
-        assert_eq!(registry.retry("inv").metrics(), Default::default());
-    }
+/// Gives up on a call through `guards` of a retry of 3 attempts `wait` apart, each attempt
+/// failing after `takes`, once `after` has passed; returns the attempts made, and checks the
+/// retry counted nothing.
+async fn given_up(guards: &[Guard<'_>], wait: Duration, takes: Duration, after: Duration) -> u32 {
+    let registry = registry_with_waits(3, wait);
+    let plan = registry.plan(guards).unwrap();
+    let attempts = AtomicU32::new(0);
+    let call = plan.call_async(|| async {
+        attempts.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(takes).await;
+        Err::<(), _>(CallError::Downstream("503"))
+    });
+    assert!(tokio::time::timeout(after, call).await.is_err());
+    assert_eq!(
+        registry.retry("inv").metrics(),
+        Default::default(),
+        "an abandoned call is not counted ({} guards)",
+        guards.len()
+    );
+    attempts.load(Ordering::SeqCst)
 }
 
 #[tokio::test(start_paused = true)]
-async fn an_async_retry_alone_dropped_while_an_attempt_runs_counts_nothing() {
+async fn an_async_retry_alone_dropped_while_it_waits_or_while_an_attempt_runs_counts_nothing() {
     for guards in RETRY_PLANS {
-        let registry = registry_with_waits(3, Duration::from_millis(10));
-        let plan = registry.plan(guards).unwrap();
-        let attempts = AtomicU32::new(0);
-        let call = plan.call_async(|| async {
-            attempts.fetch_add(1, Ordering::SeqCst);
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            Err::<(), _>(CallError::Downstream("503"))
-        });
-        // Given up in the second attempt: the first failed at 50 ms, the second started at 60.
-        assert!(tokio::time::timeout(Duration::from_millis(80), call)
-            .await
-            .is_err());
-        assert_eq!(
-            attempts.load(Ordering::SeqCst),
-            2,
-            "{} guards",
-            guards.len()
-        );
-        assert_eq!(registry.retry("inv").metrics(), Default::default());
+        // In the wait after the first attempt.
+        let attempts = given_up(
+            guards,
+            Duration::from_secs(10),
+            Duration::ZERO,
+            Duration::from_secs(5),
+        )
+        .await;
+        assert_eq!(attempts, 1, "{} guards", guards.len());
+        // In the second attempt: the first failed at 50 ms, the second started at 60.
+        let attempts = given_up(
+            guards,
+            Duration::from_millis(10),
+            Duration::from_millis(50),
+            Duration::from_millis(80),
+        )
+        .await;
+        assert_eq!(attempts, 2, "{} guards", guards.len());
     }
 }
 
