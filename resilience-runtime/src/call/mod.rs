@@ -334,6 +334,24 @@ pub async fn run_wrapped_async<R, F: Future<Output = R>>(
     plan.run_wrapped_async(Repeat(&mut call), judge).await
 }
 
+/// [`run_wrapped_async`] for a stack of more than one annotation, whose plan is never a lone
+/// wrapper: without that shortcut's states in its future.
+#[doc(hidden)]
+pub async fn run_nested_async<R, F: Future<Output = R>>(
+    plan: &Plan,
+    mut call: impl FnMut() -> F,
+    classify: impl Fn(&R) -> CallOutcome,
+    failed: impl Fn(&R) -> bool,
+    retry_on: impl Fn(&R) -> bool,
+) -> Result<R, Rejected> {
+    let judge = Judged {
+        classify,
+        failed,
+        retry_on,
+    };
+    plan.run_nested_async(Repeat(&mut call), judge).await
+}
+
 /// [`run_wrapped_async`] with the body's future made once: a stack with a time limiter and
 /// no retry, whose body keeps its arguments by value.
 #[doc(hidden)]
@@ -350,6 +368,23 @@ pub async fn run_wrapped_future<R, F: Future<Output = R>>(
     };
     plan.run_wrapped_async(Once(Some(move || call)), judge)
         .await
+}
+
+/// [`run_wrapped_future`] for a stack of more than one annotation (see
+/// [`run_nested_async`]).
+#[doc(hidden)]
+pub async fn run_nested_future<R, F: Future<Output = R>>(
+    plan: &Plan,
+    call: F,
+    classify: impl Fn(&R) -> CallOutcome,
+    failed: impl Fn(&R) -> bool,
+) -> Result<R, Rejected> {
+    let judge = Judged {
+        classify,
+        failed,
+        retry_on: |_: &R| false,
+    };
+    plan.run_nested_async(Once(Some(move || call)), judge).await
 }
 
 impl Plan {

@@ -18,7 +18,8 @@
 //! A plan of one wrapper and no gate (`#[retry]` or `#[time_limiter]` alone, the common
 //! case) has no segment to enter or release: an async call runs its wrapper directly, and so
 //! does a sync call through a lone retry (a sync call through a lone time limiter only counts
-//! its outcome, on the flat path). The wrapper counts, emits and waits as it would inside a
+//! its outcome, on the flat path). The macros call an async entry without that shortcut for a
+//! stack of more than one annotation, whose plan is never a lone wrapper. The wrapper counts, emits and waits as it would inside a
 //! stack, which the tests in `tests/tests/wrapped_calls.rs` hold it to; what it skips is the
 //! bookkeeping: the empty permit slots, the empty call-chain frames the nested model links
 //! for later attempts, and the outcome the gates would have been given.
@@ -37,6 +38,68 @@ use crate::error::Rejected;
 use crate::outcome::CallOutcome;
 use crate::plan::{Plan, Step, Wrapper};
 use crate::retry::{Attempted, Attempts, Next, Retry};
+
+/// The body of [`Plan::run_wrapped_async`] and [`Plan::run_nested_async`] after their
+/// shortcuts: the first attempt flat, then the nested model. A macro, not an `async fn` the two
+/// await: a nested future is one more state machine to resume and to drop on every call, and a
+/// branch that a constant rules out still has its states in the coroutine's layout (both
+/// measured: BENCHMARKS.md), so the two are written out from one text.
+macro_rules! nested_async {
+    ($plan:ident, $attempt:ident, $judge:ident) => {{
+        let mut held = Held::new();
+        // The place of the call's future, for every attempt: the first is polled here, and
+        // the nested model polls it in place if it is not ready.
+        let mut slot = pin!(None::<A::Output>);
+        let entered = $plan.enter_from_or(0, Whole, &mut held, Mode::Stop, |gate, _, rejected| {
+            (gate, rejected)
+        });
+        let mut resume = match entered {
+            Ok(None) => {
+                slot.set(Some($attempt.attempt()));
+                let first = std::future::poll_fn(|cx| {
+                    // A plan of wrappers only holds nothing a nested call could re-enter:
+                    // its call needs no frame on the chain.
+                    Poll::Ready(if $plan.steps().is_empty() {
+                        poll_in(slot.as_mut(), cx)
+                    } else {
+                        poll_on_chain(&held, slot.as_mut(), cx)
+                    })
+                })
+                .await;
+                match first {
+                    Poll::Ready(output) => {
+                        let result = Ok(output);
+                        match $plan.first_attempt_ended(&mut held, &mut $attempt, &$judge, &result)
+                        {
+                            None => {
+                                // Every gate released: nothing for a drop to check.
+                                debug_assert!(held.is_empty(), "a call that ran holds no permit");
+                                std::mem::forget(held);
+                                return result;
+                            }
+                            Some(resume) => {
+                                drop(result);
+                                resume
+                            }
+                        }
+                    }
+                    Poll::Pending => Resume::EnterFrom($plan.steps().len()),
+                }
+            }
+            Ok(Some(gate)) => Resume::EnterFrom(gate),
+            Err((gate, rejected)) => Resume::Refused(gate, rejected),
+        };
+        let mut cx = Cx {
+            plan: $plan,
+            held: &mut held,
+            attempt: &mut $attempt,
+            judge: &$judge,
+            slot: slot.as_mut(),
+            resume: &mut resume,
+        };
+        segment0(&mut cx).await
+    }};
+}
 
 /// A way to make the call: again for each attempt of a retry, or once.
 pub(crate) trait Attempt {
@@ -493,57 +556,30 @@ impl Plan {
             }
             None => {}
         }
-        let mut held = Held::new();
-        // The place of the call's future, for every attempt: the first is polled here, and
-        // the nested model polls it in place if it is not ready.
-        let mut slot = pin!(None::<A::Output>);
-        let entered = self.enter_from_or(0, Whole, &mut held, Mode::Stop, |gate, _, rejected| {
-            (gate, rejected)
-        });
-        let mut resume = match entered {
-            Ok(None) => {
-                slot.set(Some(attempt.attempt()));
-                let first = std::future::poll_fn(|cx| {
-                    // A plan of wrappers only holds nothing a nested call could re-enter:
-                    // its call needs no frame on the chain.
-                    Poll::Ready(if self.steps().is_empty() {
-                        poll_in(slot.as_mut(), cx)
-                    } else {
-                        poll_on_chain(&held, slot.as_mut(), cx)
-                    })
-                })
-                .await;
-                match first {
-                    Poll::Ready(output) => {
-                        let result = Ok(output);
-                        match self.first_attempt_ended(&mut held, &mut attempt, &judge, &result) {
-                            None => {
-                                // Every gate released: nothing for a drop to check.
-                                debug_assert!(held.is_empty(), "a call that ran holds no permit");
-                                std::mem::forget(held);
-                                return result;
-                            }
-                            Some(resume) => {
-                                drop(result);
-                                resume
-                            }
-                        }
-                    }
-                    Poll::Pending => Resume::EnterFrom(self.steps().len()),
-                }
-            }
-            Ok(Some(gate)) => Resume::EnterFrom(gate),
-            Err((gate, rejected)) => Resume::Refused(gate, rejected),
-        };
-        let mut cx = Cx {
-            plan: self,
-            held: &mut held,
-            attempt: &mut attempt,
-            judge: &judge,
-            slot: slot.as_mut(),
-            resume: &mut resume,
-        };
-        segment0(&mut cx).await
+        nested_async!(self, attempt, judge)
+    }
+
+    /// [`run_wrapped_async`](Self::run_wrapped_async) without the lone wrapper's shortcut, for
+    /// a plan that has a gate or more than one wrapper (the macros know it of a stack of more
+    /// than one annotation: its plan holds every guard of the stack). Its state machine lacks
+    /// the lone wrapper's states, which every call of the other pays to resume and to drop
+    /// (five aspects: 21 instructions; BENCHMARKS.md). Right for any plan: given a lone
+    /// wrapper after all, the nested model runs it, as it did before the shortcut existed.
+    pub(crate) async fn run_nested_async<A, J>(
+        &self,
+        mut attempt: A,
+        judge: J,
+    ) -> Result<<A::Output as Future>::Output, Rejected>
+    where
+        A: Attempt,
+        A::Output: Future,
+        J: Judge<<A::Output as Future>::Output>,
+    {
+        // As in `run_wrapped_async`; a plan that refuses has neither gate nor wrapper.
+        if let Some(rejected) = self.unconfigured() {
+            return Err(rejected);
+        }
+        nested_async!(self, attempt, judge)
     }
 
     /// [`end_first_attempt`](Self::end_first_attempt) for an async call that ended as
