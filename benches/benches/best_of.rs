@@ -37,6 +37,16 @@ fn guarded_sync(x: u32) -> Result<u32, CallError> {
     Ok(black_box(x) + 1)
 }
 
+/// The three gates of `guarded_five` (the same instances) without its retry and time limiter:
+/// what those two add to a call whose first attempt succeeds.
+#[bulkhead(name = "best-of-five")]
+#[rate_limiter(name = "best-of-five")]
+#[circuit_breaker(name = "best-of-five")]
+#[inline(never)]
+async fn guarded_three(x: u32) -> Result<u32, CallError> {
+    Ok(black_box(x) + 1)
+}
+
 /// Every aspect, in precedence order, the first attempt successful.
 #[bulkhead(name = "best-of-five")]
 #[rate_limiter(name = "best-of-five")]
@@ -178,7 +188,8 @@ fn tower_call<S: Service<()>>(service: &mut S) -> Result<S::Response, S::Error> 
 /// peers.rs's `five_aspects` group: the two-gate call against the five-aspect one (bulkhead,
 /// rate limiter, retry, breaker, time limiter; first attempt successful, ready at its first
 /// poll), through the macro, a held plan (async and sync) and tower-resilience's layers in the
-/// same order, with the same policies: 25 permits; 10⁹ permissions per second (none refused);
+/// same order, and the five-aspect macro call against its three gates alone, with the same
+/// policies: 25 permits; 10⁹ permissions per second (none refused);
 /// 3 attempts, 500 ms apart; count window of 100, no slow-call rule; 1 s.
 fn five_aspects(rounds: usize) {
     let registry = Registry::global();
@@ -289,6 +300,7 @@ fn five_aspects(rounds: usize) {
         "ours_five_plan_sync",
         "tower_resilience_two",
         "tower_resilience_five",
+        "ours_three_macro",
     ];
     let best = best!(rounds;
         "bare" => drop(poll_now(bare(black_box(1)))),
@@ -300,13 +312,14 @@ fn five_aspects(rounds: usize) {
         "ours_five_plan_sync" => drop(five.call(|| Ok::<u32, CallError>(black_box(1) + 1))),
         "tower_resilience_two" => drop(tower_call(&mut tower_two)),
         "tower_resilience_five" => drop(tower_call(&mut tower_five)),
+        "ours_three_macro" => drop(poll_now(guarded_three(black_box(1)))),
     );
     println!(
         "\nfive aspects against two gates, best of {rounds} rounds: ns per call, over `bare`, \
          over the same call with two gates, and ours / tower-resilience's"
     );
     // Each case's two-gate counterpart, and its tower-resilience peer.
-    let cases: [(Option<usize>, Option<usize>); 9] = [
+    let cases: [(Option<usize>, Option<usize>); 10] = [
         (None, None),
         (None, Some(7)),
         (Some(1), Some(8)),
@@ -316,6 +329,7 @@ fn five_aspects(rounds: usize) {
         (Some(5), Some(8)),
         (None, None),
         (Some(7), None),
+        (Some(1), None),
     ];
     for ((name, time), (two, peer)) in names.iter().zip(&best).zip(cases) {
         let over_two = two.map_or(String::new(), |two| format!("+{:.1}", time - best[two]));
@@ -325,6 +339,10 @@ fn five_aspects(rounds: usize) {
             time - best[0]
         );
     }
+    println!(
+        "the retry and the time limiter over the three gates (the macro): +{:.1}",
+        best[2] - best[9]
+    );
 }
 
 /// Nanoseconds per call of `call`, over one round of `CALLS` calls.

@@ -56,15 +56,12 @@ macro_rules! nested_async {
         let mut resume = match entered {
             Ok(None) => {
                 slot.set(Some($attempt.attempt()));
-                let first = std::future::poll_fn(|cx| {
+                let first = FirstPoll {
                     // A plan of wrappers only holds nothing a nested call could re-enter:
                     // its call needs no frame on the chain.
-                    Poll::Ready(if $plan.steps().is_empty() {
-                        poll_in(slot.as_mut(), cx)
-                    } else {
-                        poll_on_chain(&held, slot.as_mut(), cx)
-                    })
-                })
+                    held: (!$plan.steps().is_empty()).then_some(&held),
+                    slot: slot.as_mut(),
+                }
                 .await;
                 match first {
                     Poll::Ready(output) => {
@@ -890,6 +887,29 @@ impl<F: Future> Drop for InPlace<'_, '_, '_, F> {
             let slot = &mut self.slot;
             on_chain(self.held, || slot.set(None));
         }
+    }
+}
+
+/// The first poll of the first attempt's future, whatever it gives: `Ready` at once, with
+/// the call's poll in it. A future of its own rather than a `poll_fn` closure, so that its poll
+/// is inlined into the call's (LLVM kept the closure's out of line: a call of 15 instructions).
+struct FirstPoll<'s, 'h, 'a, F> {
+    /// The call's permits, to put on the chain while it is polled; `None` for a plan without
+    /// gates.
+    held: Option<&'h Held<'a>>,
+    slot: Pin<&'s mut Option<F>>,
+}
+
+impl<F: Future> Future for FirstPoll<'_, '_, '_, F> {
+    type Output = Poll<F::Output>;
+
+    #[inline(always)]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        Poll::Ready(match this.held {
+            None => poll_in(this.slot.as_mut(), cx),
+            Some(held) => poll_on_chain(held, this.slot.as_mut(), cx),
+        })
     }
 }
 
