@@ -249,6 +249,7 @@ impl Plan {
     /// without their bookkeeping. A refusal, or an attempt a retry retries, continues in the
     /// nested model from where the first attempt left off. A plan that is one retry and no
     /// gate skips all of it (see [`retry_alone_blocking`]).
+    #[inline(always)]
     pub(crate) fn run_wrapped<A, J>(&self, mut attempt: A, judge: &J) -> Result<A::Output, Rejected>
     where
         A: Attempt,
@@ -262,12 +263,27 @@ impl Plan {
             Ok(()) => {
                 // A plan of wrappers only holds nothing a nested call could re-enter: its call
                 // needs no frame on the chain.
-                let output = if self.steps().is_empty() {
+                let result = Ok(if self.steps().is_empty() {
                     attempt.attempt()
                 } else {
                     on_chain(&held, || attempt.attempt())
-                };
-                self.end_first_attempt(&mut held, &mut attempt, judge, output)
+                });
+                // Judged by reference where it lies, as the async path does: moved only to be
+                // returned (each move of a result is a copy, and a stall when the copy's wide
+                // loads read the call's narrow stores: BENCHMARKS.md).
+                match self.end_first_attempt(&mut held, &attempt, judge, &result) {
+                    None => result,
+                    Some((index, retry, attempts, wait)) => self.retry_later(
+                        index,
+                        retry,
+                        attempts,
+                        wait,
+                        &mut held,
+                        &mut attempt,
+                        judge,
+                        result,
+                    ),
+                }
             }
             Err((gate, rejected)) => {
                 self.refused_flat(gate, rejected, &mut held, &mut attempt, judge)
@@ -279,40 +295,39 @@ impl Plan {
         result
     }
 
-    /// The first attempt ran to `output`: the wrappers, innermost first, see it end; unless a
-    /// retry retries it, every gate records its outcome.
+    /// The first attempt ended as `result`: the wrappers, innermost first, see it end; unless a
+    /// retry retries it, every gate records its outcome (`None`). `Some` says which retry
+    /// retries it (its index and itself), with its attempts so far and the wait before the
+    /// next.
     #[inline(always)]
     fn end_first_attempt<'a, A, J>(
         &'a self,
         held: &mut Held<'a>,
-        attempt: &mut A,
+        attempt: &A,
         judge: &J,
-        output: A::Output,
-    ) -> Result<A::Output, Rejected>
+        result: &Result<A::Output, Rejected>,
+    ) -> Option<(usize, &'a Retry, Attempts<'a>, std::time::Duration)>
     where
         A: Attempt,
         J: Judge<A::Output>,
     {
-        let result = Ok(output);
         for (index, (_, wrapper)) in self.wrappers().iter().enumerate().rev() {
             match wrapper {
-                Wrapper::TimeLimiter(limiter) => limiter.completed(succeeded(judge, &result)),
+                Wrapper::TimeLimiter(limiter) => limiter.completed(succeeded(judge, result)),
                 Wrapper::Retry(retry) => {
                     let mut attempts = retry.attempts_blocking();
                     if let Next::RetryAfter(wait) =
-                        attempts.after(attempted(judge, &result), attempt.repeatable())
+                        attempts.after(attempted(judge, result), attempt.repeatable())
                     {
-                        return self.retry_later(
-                            index, retry, attempts, wait, held, attempt, judge, result,
-                        );
+                        return Some((index, retry, attempts, wait));
                     }
                 }
             }
         }
-        if let Ok(output) = &result {
+        if let Ok(output) = result {
             held.complete_in_place(judge.outcome(output));
         }
-        result
+        None
     }
 
     /// The first attempt's gate `gate` refused it: the gates held in its segment see the
