@@ -139,7 +139,7 @@ impl Plan {
         // 0.8 ns slower on the two-gate plan and 2 ns on five aspects: BENCHMARKS.md.)
         if self.has_wrappers() {
             let judge = ByOutcome(CallOutcome::of_result::<T, E>);
-            return match self.run_wrapped_async(Repeat(call), judge).await {
+            return match self.run_wrapped_async(Repeat(&mut call), judge).await {
                 Ok(result) => result,
                 Err(rejected) => Err(E::from(rejected)),
             };
@@ -164,7 +164,7 @@ impl Plan {
     {
         if self.has_wrappers() {
             return self
-                .run_wrapped_async(Repeat(call), ByOutcome(classify))
+                .run_wrapped_async(Repeat(&mut call), ByOutcome(classify))
                 .await;
         }
         let mut guarded = GuardedCall::new();
@@ -318,7 +318,7 @@ pub fn run_wrapped<R>(
 #[doc(hidden)]
 pub async fn run_wrapped_async<R, F: Future<Output = R>>(
     plan: &Plan,
-    call: impl FnMut() -> F,
+    mut call: impl FnMut() -> F,
     classify: impl Fn(&R) -> CallOutcome,
     failed: impl Fn(&R) -> bool,
     retry_on: impl Fn(&R) -> bool,
@@ -328,7 +328,7 @@ pub async fn run_wrapped_async<R, F: Future<Output = R>>(
         failed,
         retry_on,
     };
-    plan.run_wrapped_async(Repeat(call), judge).await
+    plan.run_wrapped_async(Repeat(&mut call), judge).await
 }
 
 /// [`run_wrapped_async`] for a stack of more than one annotation, whose plan is never a lone
@@ -336,7 +336,7 @@ pub async fn run_wrapped_async<R, F: Future<Output = R>>(
 #[doc(hidden)]
 pub async fn run_nested_async<R, F: Future<Output = R>>(
     plan: &Plan,
-    call: impl FnMut() -> F,
+    mut call: impl FnMut() -> F,
     classify: impl Fn(&R) -> CallOutcome,
     failed: impl Fn(&R) -> bool,
     retry_on: impl Fn(&R) -> bool,
@@ -346,7 +346,7 @@ pub async fn run_nested_async<R, F: Future<Output = R>>(
         failed,
         retry_on,
     };
-    plan.run_nested_async(Repeat(call), judge).await
+    plan.run_nested_async(Repeat(&mut call), judge).await
 }
 
 /// [`run_wrapped_async`] with the body's future made once: a stack with a time limiter and

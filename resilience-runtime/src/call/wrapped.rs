@@ -108,10 +108,11 @@ pub(crate) trait Attempt {
     fn repeatable(&self) -> bool;
 }
 
-/// A call made again for each attempt. Callers hand it the call itself, not a `&mut` to it:
-/// through the extra `&mut`, LLVM left `<&mut F as FnMut>::call_mut` out of line on the sync
-/// path, and each copy of the result it returned in memory stalled (the five-aspect sync plan
-/// 51 ns against 35.7: BENCHMARKS.md).
+/// A call made again for each attempt. The sync entries hand it the call itself, not a `&mut`
+/// to it: through the extra `&mut`, LLVM left `<&mut F as FnMut>::call_mut` out of line, and
+/// each copy of the result it returned in memory stalled (the five-aspect sync plan 51 ns
+/// against 35.7: BENCHMARKS.md). The async entries, whose call lives in their future either
+/// way, measured the same both ways and keep the `&mut`.
 pub(crate) struct Repeat<F>(pub(crate) F);
 
 impl<O, F: FnMut() -> O> Attempt for Repeat<F> {
