@@ -10,9 +10,9 @@
 # calls, are the same in both), and prints (total(N) - total(0)) / N per case, for a case that
 # guards a call the same less `bare`'s (the loop and the unguarded call), and the ratio to the
 # case's peer (below 1.00: ours runs fewer instructions); for a case that extends another, the
-# increment over it: the three-gate macro call and the five-aspect plans over the two-gate ones,
-# and the five-aspect macro call over the three-gate one (what the retry and the time limiter add
-# to the gates). A ratio needs the peer among the cases run, an increment the case it extends;
+# increment over it: the three-gate macro call, the five-aspect plans and the four-aspect sync
+# macro call over the two-gate ones, and the five-aspect macro call over the three-gate one (what
+# the retry and the time limiter add to the gates). A ratio needs the peer among the cases run, an increment the case it extends;
 # "over bare" needs `bare`.
 #
 # What it counts: user-space instructions, nothing else: not the kernel's work in a syscall, nor

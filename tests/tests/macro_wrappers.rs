@@ -172,6 +172,79 @@ async fn a_fallback_receives_the_arguments_of_a_call_that_was_cut_off() {
     assert_eq!(fetch(7).await, Ok("cached 7 (time limiter)".to_owned()));
 }
 
+async fn cached_guarded(id: u32, _slow: bool, rejected: Rejected) -> Result<String, CallError> {
+    cached(id, rejected).await
+}
+
+/// A gate and a time limiter, no retry: the body's future is made once (its arguments kept by
+/// value), through the entry for stacks of more than one annotation.
+#[bulkhead(name = "wrap-gate-limit")]
+#[time_limiter(name = "wrap-gate-limit", fallback = cached_guarded)]
+async fn fetch_guarded(id: u32, slow: bool) -> Result<String, CallError> {
+    if slow {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+    }
+    Ok(format!("fresh {id}"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_gate_around_a_time_limiter_admits_once_and_gets_its_permit_back_from_a_cut_off_call() {
+    time_limit("wrap-gate-limit", Duration::from_millis(5));
+    assert_eq!(fetch_guarded(1, false).await, Ok("fresh 1".to_owned()));
+    assert_eq!(
+        fetch_guarded(2, true).await,
+        Ok("cached 2 (time limiter)".to_owned())
+    );
+    let registry = Registry::global();
+    let limiter = registry.time_limiter("wrap-gate-limit").metrics();
+    assert_eq!(limiter.number_of_timed_out_calls(), 1);
+    let bulkhead = registry.bulkhead("wrap-gate-limit");
+    assert_eq!(bulkhead.metrics().permitted_calls(), 2);
+    assert_eq!(
+        bulkhead.available_concurrent_calls(),
+        bulkhead.max_allowed_concurrent_calls(),
+        "the cut-off call's permit is back"
+    );
+}
+
+struct Ledger {
+    calls: AtomicU32,
+}
+
+/// A method's own retry inside the gate its impl block declares: a stack of two, merged.
+#[bulkhead(name = "wrap-impl-gate")]
+impl Ledger {
+    #[retry(name = "wrap-impl-gate")]
+    async fn post(&self) -> Result<u32, CallError> {
+        let calls = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        if calls == 1 {
+            return Err(CallError::Downstream("busy"));
+        }
+        Ok(calls)
+    }
+}
+
+#[tokio::test]
+async fn a_method_retries_inside_the_gate_of_its_impl_block() {
+    quick_retry("wrap-impl-gate", 2);
+    let ledger = Ledger {
+        calls: AtomicU32::new(0),
+    };
+    assert_eq!(ledger.post().await, Ok(2));
+    let bulkhead = Registry::global().bulkhead("wrap-impl-gate");
+    assert_eq!(
+        bulkhead.metrics().permitted_calls(),
+        1,
+        "admitted once, outside the retry"
+    );
+    assert_eq!(
+        bulkhead.available_concurrent_calls(),
+        bulkhead.max_allowed_concurrent_calls()
+    );
+    let retry = Registry::global().retry("wrap-impl-gate").metrics();
+    assert_eq!(retry.number_of_successful_calls_with_retry_attempt(), 1);
+}
+
 struct Inventory {
     calls: AtomicU32,
 }

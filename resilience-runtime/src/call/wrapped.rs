@@ -18,11 +18,12 @@
 //! A plan of one wrapper and no gate (`#[retry]` or `#[time_limiter]` alone, the common
 //! case) has no segment to enter or release: an async call runs its wrapper directly, and so
 //! does a sync call through a lone retry (a sync call through a lone time limiter only counts
-//! its outcome, on the flat path). The macros call an async entry without that shortcut for a
-//! stack of more than one annotation, whose plan is never a lone wrapper. The wrapper counts, emits and waits as it would inside a
+//! its outcome, on the flat path). The wrapper counts, emits and waits as it would inside a
 //! stack, which the tests in `tests/tests/wrapped_calls.rs` hold it to; what it skips is the
 //! bookkeeping: the empty permit slots, the empty call-chain frames the nested model links
-//! for later attempts, and the outcome the gates would have been given.
+//! for later attempts, and the outcome the gates would have been given. The macros call an
+//! async entry without that shortcut for a stack of more than one annotation, whose plan is
+//! never a lone wrapper.
 //!
 //! A retried attempt is not a re-entry: an attempt's call is on the call chain only while it
 //! runs, so the next attempt enters the gates inside the retry as a new call would.
@@ -110,9 +111,9 @@ pub(crate) trait Attempt {
 
 /// A call made again for each attempt. The sync entries hand it the call itself, not a `&mut`
 /// to it: through the extra `&mut`, LLVM left `<&mut F as FnMut>::call_mut` out of line, and
-/// each copy of the result it returned in memory stalled (the five-aspect sync plan 51 ns
-/// against 35.7: BENCHMARKS.md). The async entries, whose call lives in their future either
-/// way, measured the same both ways and keep the `&mut`.
+/// each copy of the result it returned in memory stalled (the five-aspect sync plan 50.7–51.2
+/// ns against 35.6–35.7 in `best_of`, commit `3985a23`). The async entries, whose call lives
+/// in their future either way, measured the same both ways and keep the `&mut`.
 pub(crate) struct Repeat<F>(pub(crate) F);
 
 impl<O, F: FnMut() -> O> Attempt for Repeat<F> {
@@ -910,8 +911,10 @@ impl<F: Future> Drop for InPlace<'_, '_, '_, F> {
 }
 
 /// The first poll of the first attempt's future, whatever it gives: `Ready` at once, with
-/// the call's poll in it. A future of its own rather than a `poll_fn` closure, so that its poll
-/// is inlined into the call's (LLVM kept the closure's out of line: a call of 15 instructions).
+/// the call's poll in it. A future of its own rather than a `poll_fn` closure, so that its
+/// poll is inlined into the call's: LLVM kept the closure's out of line, and the call-chain
+/// link and the first poll of the call's future with it (five aspects 618 → 559
+/// instructions, BENCHMARKS.md).
 struct FirstPoll<'s, 'h, 'a, F> {
     /// The call's permits, to put on the chain while it is polled; `None` for a plan without
     /// gates.
