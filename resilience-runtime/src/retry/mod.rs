@@ -25,8 +25,11 @@ pub use events::RetryEvent;
 pub use metrics::RetryMetrics;
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -194,12 +197,18 @@ impl Retry {
     }
 
     /// Waits `wait` on this retry's clock, asynchronously.
-    pub(crate) async fn sleep(&self, wait: Duration) {
+    ///
+    /// The sleep is boxed, as the time limiter's timer is: its state (224 bytes unboxed, a
+    /// tokio `Sleep` or a manual clock's among them) would otherwise be laid out in the future
+    /// of every call through a retry, and moved with it, where only a retried call waits.
+    pub(crate) fn sleep(&self, wait: Duration) -> Sleep<'_> {
         if wait.is_zero() {
-            return;
+            return Sleep(None);
         }
         let deadline = deadline_after(self.clock.read(Reading::Precise), wait);
-        self.clock.sleep_until(Reading::Precise, deadline).await;
+        Sleep(Some(Box::pin(
+            self.clock.sleep_until(Reading::Precise, deadline),
+        )))
     }
 
     fn emit(&self, event: impl FnOnce() -> RetryEvent) {
@@ -215,6 +224,20 @@ impl fmt::Debug for Retry {
             .field("name", &self.name)
             .field("config", &*self.config.load())
             .finish()
+    }
+}
+
+/// The wait of [`Retry::sleep`]: ready at once for no wait.
+pub(crate) struct Sleep<'r>(Option<Pin<Box<dyn Future<Output = ()> + Send + 'r>>>);
+
+impl Future for Sleep<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        match &mut self.0 {
+            None => Poll::Ready(()),
+            Some(sleep) => sleep.as_mut().poll(cx),
+        }
     }
 }
 
