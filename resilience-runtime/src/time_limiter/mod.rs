@@ -202,11 +202,25 @@ impl TimeLimiter {
             limiter: self,
             call: Some(call),
             succeeded: Some(succeeded),
-            timer: None,
-            armed: false,
-            timeout: Duration::ZERO,
-            cancel: true,
+            deadline: None,
             overran: false,
+        }
+    }
+
+    /// Starts the timer of a call that has just suspended for the first time: the timeout in
+    /// force now is the call's.
+    #[cold]
+    pub(crate) fn start(&self) -> Deadline<'_> {
+        let config = self.config.load();
+        let timeout = config.timeout_duration();
+        let deadline = deadline_after(self.clock.read(Reading::Precise), timeout);
+        Deadline {
+            limiter: self,
+            // Past the end of the clock: never cut off, and no timer to keep.
+            timer: (deadline != u64::MAX)
+                .then(|| Box::pin(self.clock.sleep_until(Reading::Precise, deadline)) as Timer<'_>),
+            timeout,
+            cancel: config.cancel_running_future(),
         }
     }
 }
@@ -249,6 +263,48 @@ impl TimeLimiterMetrics {
 /// The timer of a call that waits: boxed, so that a call that never waits carries none.
 type Timer<'t> = Pin<Box<dyn Future<Output = ()> + Send + 't>>;
 
+/// The timer of one call, started at its first suspension ([`TimeLimiter::start`]).
+pub(crate) struct Deadline<'t> {
+    limiter: &'t TimeLimiter,
+    /// `None` once it fired, or for a call never cut off.
+    timer: Option<Timer<'t>>,
+    timeout: Duration,
+    cancel: bool,
+}
+
+/// What a call's timer says when it fires.
+pub(crate) enum Expired {
+    /// Cut the call off: drop it, and end it with this rejection.
+    CutOff(Rejected),
+    /// Let it go on (`cancel_running_future(false)`): it was counted as timed out, and its
+    /// completion is not counted again.
+    Overran,
+}
+
+impl Deadline<'_> {
+    /// Polls the timer: `Pending` until it fires (forever after it fired, or for a call never
+    /// cut off); once it fires, counts the call as timed out and says what to do with it.
+    pub(crate) fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Expired> {
+        let Some(timer) = self.timer.as_mut() else {
+            return Poll::Pending;
+        };
+        if timer.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        self.timer = None;
+        let limiter = self.limiter;
+        limiter.overran(self.timeout);
+        Poll::Ready(if self.cancel {
+            Expired::CutOff(Rejected::TimedOut {
+                name: limiter.name.clone(),
+                timeout: self.timeout,
+            })
+        } else {
+            Expired::Overran
+        })
+    }
+}
+
 pin_project_lite::pin_project! {
     /// The future of [`TimeLimiter::limit`]: polls the call, starts the timer at the call's
     /// first suspension, and cuts the call off (drops it) when the timer fires first.
@@ -257,11 +313,8 @@ pin_project_lite::pin_project! {
         #[pin]
         call: Option<F>,
         succeeded: Option<S>,
-        timer: Option<Timer<'t>>,
-        // Whether the call has suspended once, and so read its timeout.
-        armed: bool,
-        timeout: Duration,
-        cancel: bool,
+        // Started at the call's first suspension.
+        deadline: Option<Deadline<'t>>,
         // Reported as timed out, and let go on (`cancel_running_future(false)`).
         overran: bool,
     }
@@ -289,39 +342,19 @@ where
             }
             return Poll::Ready(output);
         }
-        if !*this.armed {
-            // The first suspension: the timeout in force now is the call's.
-            *this.armed = true;
-            let config = limiter.config.load();
-            *this.timeout = config.timeout_duration();
-            *this.cancel = config.cancel_running_future();
-            let deadline = deadline_after(limiter.clock.read(Reading::Precise), *this.timeout);
-            // Past the end of the clock: never cut off, and no timer to keep.
-            if deadline != u64::MAX {
-                *this.timer = Some(Box::pin(
-                    limiter.clock.sleep_until(Reading::Precise, deadline),
-                ));
+        let deadline = this.deadline.get_or_insert_with(|| limiter.start());
+        match deadline.poll_expired(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Expired::Overran) => {
+                *this.overran = true;
+                Poll::Pending
+            }
+            Poll::Ready(Expired::CutOff(rejected)) => {
+                // Cut off: the rest of the plan is dropped here, which releases its guards.
+                this.call.set(None);
+                this.succeeded.take();
+                Poll::Ready(Err(rejected))
             }
         }
-        let Some(timer) = this.timer.as_mut() else {
-            // Not bounded, or reported as timed out and let go on.
-            return Poll::Pending;
-        };
-        if timer.as_mut().poll(cx).is_pending() {
-            return Poll::Pending;
-        }
-        *this.timer = None;
-        limiter.overran(*this.timeout);
-        if !*this.cancel {
-            *this.overran = true;
-            return Poll::Pending;
-        }
-        // Cut off: the rest of the plan is dropped here, which releases its guards.
-        this.call.set(None);
-        this.succeeded.take();
-        Poll::Ready(Err(Rejected::TimedOut {
-            name: limiter.name.clone(),
-            timeout: *this.timeout,
-        }))
     }
 }
