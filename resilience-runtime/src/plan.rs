@@ -445,6 +445,20 @@ impl Plan {
         }
     }
 
+    /// Whether a retry runs inside a time limiter (whose timer then bounds its attempts
+    /// together).
+    #[cold]
+    pub(crate) fn retries_within_time_limiter(&self) -> bool {
+        let mut limited = false;
+        self.wrappers.iter().any(|(_, wrapper)| match wrapper {
+            Wrapper::TimeLimiter(_) => {
+                limited = true;
+                false
+            }
+            Wrapper::Retry(_) => limited,
+        })
+    }
+
     /// The index of the first gate of segment `index` (the gates after wrapper `index - 1`).
     #[inline]
     pub(crate) fn segment_start(&self, index: usize) -> usize {

@@ -181,3 +181,115 @@ fn succeeds_at_once_without_allocating(guards: &[Guard<'_>]) {
         );
     }
 }
+
+/// A future that is not ready at its first poll (as a call waiting on its dependency is), and
+/// ready at its second.
+struct NotReadyOnce(bool);
+
+impl Future for NotReadyOnce {
+    type Output = ();
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if std::mem::replace(&mut self.0, true) {
+            Poll::Ready(())
+        } else {
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+}
+
+/// Polls `future` to its end (at most a few polls: nothing it waits for is slow).
+fn poll_to_end<F: Future>(future: F, waker: &Waker) -> F::Output {
+    let mut future = pin!(future);
+    for _ in 0..8 {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut Context::from_waker(waker)) {
+            return output;
+        }
+    }
+    panic!("a call whose body waits once completes in two polls");
+}
+
+#[test]
+fn a_call_through_a_retry_whose_body_waits_does_not_allocate() {
+    // A call that is not ready at its first poll is most calls to a real dependency: with a
+    // retry in the stack and no time limiter (whose timer is allocated when the call waits),
+    // it runs to its end without a box.
+    let registry = Registry::new();
+    let plan = registry
+        .plan(&[
+            Guard::bulkhead("w"),
+            Guard::rate_limiter("w"),
+            Guard::retry("w"),
+            Guard::circuit_breaker("w"),
+        ])
+        .unwrap();
+    let waker = Waker::from(Arc::new(NoopWake));
+    let call = |i: u32| async move {
+        NotReadyOnce(false).await;
+        Ok::<u32, CallError>(i)
+    };
+    for _ in 0..3 {
+        let _ = poll_to_end(plan.call_async(|| call(1)), &waker);
+    }
+
+    COUNTED.with(|counted| counted.set(true));
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    for i in 0..1000u32 {
+        assert_eq!(poll_to_end(plan.call_async(|| call(i)), &waker), Ok(i));
+    }
+    let allocated = ALLOCATIONS.load(Ordering::Relaxed) - before;
+    COUNTED.with(|counted| counted.set(false));
+    assert_eq!(allocated, 0, "allocations in 1000 calls that waited once");
+    assert_eq!(
+        registry
+            .retry("w")
+            .metrics()
+            .number_of_successful_calls_without_retry_attempt(),
+        1003
+    );
+}
+
+#[test]
+fn a_refusal_inside_a_retry_does_not_allocate() {
+    // An open breaker refuses every call while its dependency is down: with all five aspects
+    // around it, the refusal goes out through the retry (which does not retry it) without a
+    // box.
+    let registry = Registry::new();
+    let plan = registry
+        .plan(&[
+            Guard::bulkhead("w"),
+            Guard::rate_limiter("w"),
+            Guard::retry("w"),
+            Guard::circuit_breaker("w"),
+            Guard::time_limiter("w"),
+        ])
+        .unwrap();
+    registry
+        .circuit_breaker("w")
+        .transition_to_forced_open_state();
+    let waker = Waker::from(Arc::new(NoopWake));
+    for _ in 0..3 {
+        let _: Result<u32, CallError> = poll_ready(plan.call_async(|| async { Ok(1) }), &waker);
+    }
+
+    COUNTED.with(|counted| counted.set(true));
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    for _ in 0..1000u32 {
+        let refused: Result<u32, CallError> =
+            poll_ready(plan.call_async(|| async { Ok(1) }), &waker);
+        assert!(
+            matches!(refused, Err(CallError::Rejected(_))),
+            "{refused:?}"
+        );
+    }
+    let allocated = ALLOCATIONS.load(Ordering::Relaxed) - before;
+    COUNTED.with(|counted| counted.set(false));
+    assert_eq!(allocated, 0, "allocations in 1000 refusals");
+    assert_eq!(
+        registry
+            .retry("w")
+            .metrics()
+            .number_of_failed_calls_without_retry_attempt(),
+        1003
+    );
+}

@@ -466,6 +466,70 @@ async fn a_time_limiter_outside_the_retry_bounds_all_the_attempts_together() {
     assert_eq!(attempts.load(Ordering::SeqCst), 3);
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_time_limiter_outside_the_retry_counts_from_the_first_attempts_suspension() {
+    let registry = registry_with_waits(3, Duration::from_millis(10));
+    time_limit(&registry, Duration::from_millis(100), true);
+    registry.set_precedence(Aspect::TimeLimiter, 150).unwrap();
+    let plan = registry.plan(&FIVE).unwrap();
+    let attempts = AtomicU32::new(0);
+    let started = tokio::time::Instant::now();
+    let result: Result<(), CallError> = plan
+        .call_async(|| async {
+            attempts.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(60)).await;
+            Err(CallError::Downstream("503"))
+        })
+        .await;
+    assert!(
+        matches!(result, Err(CallError::Rejected(Rejected::TimedOut { .. }))),
+        "{result:?}"
+    );
+    // The first attempt 0–60 ms, the wait to 70, the second cut off at 100: the timer runs
+    // from the first attempt's suspension, not from the retry's first wait.
+    assert_eq!(attempts.load(Ordering::SeqCst), 2);
+    assert_eq!(started.elapsed(), Duration::from_millis(100));
+    let limited = registry.time_limiter("inv").metrics();
+    assert_eq!(limited.number_of_timed_out_calls(), 1);
+    let bulkhead = registry.bulkhead("inv");
+    assert_eq!(
+        bulkhead.available_concurrent_calls(),
+        bulkhead.max_allowed_concurrent_calls()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_cancelling_a_slow_call_in_a_stack_finishes_and_counts_once() {
+    let registry = registry_with_retry(3);
+    time_limit(&registry, Duration::from_millis(100), false);
+    let plan = registry.plan(&FIVE).unwrap();
+    let attempts = AtomicU32::new(0);
+    let result: Result<u32, CallError> = plan
+        .call_async(|| async {
+            attempts.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            Ok(3)
+        })
+        .await;
+    assert_eq!(result, Ok(3));
+    assert_eq!(attempts.load(Ordering::SeqCst), 1);
+    let limited = registry.time_limiter("inv").metrics();
+    assert_eq!(limited.number_of_timed_out_calls(), 1);
+    assert_eq!(
+        limited.number_of_successful_calls(),
+        0,
+        "reported as timed out, not again as a success"
+    );
+    let breaker = registry.circuit_breaker("inv").metrics();
+    assert_eq!(breaker.number_of_successful_calls(), 1);
+    assert_eq!(breaker.number_of_failed_calls(), 0);
+    let retried = registry.retry("inv").metrics();
+    assert_eq!(
+        retried.number_of_successful_calls_without_retry_attempt(),
+        1
+    );
+}
+
 #[test]
 fn a_sync_call_passes_through_its_time_limiter() {
     let registry = Registry::new();

@@ -25,6 +25,14 @@
 //! async entry without that shortcut for a stack of more than one annotation, whose plan is
 //! never a lone wrapper.
 //!
+//! An async call's first attempt runs flat, in the call's own future: its gates entered, its
+//! call polled in place until it completes (under the time limiter's timer once it waits), a
+//! refusal handed to the wrappers outside it. Only a call that waits for a gate, is retried,
+//! or waits under a time limiter outside a retry goes on in the nested model, whose states
+//! (about 450 bytes for five aspects) are boxed: such a call allocates anyway (the gate's
+//! wait, the retry's sleep, the timer), and in the call's own future they made every call's
+//! future that much larger, moved with it.
+//!
 //! A retried attempt is not a re-entry: an attempt's call is on the call chain only while it
 //! runs, so the next attempt enters the gates inside the retry as a new call would.
 
@@ -39,6 +47,31 @@ use crate::error::Rejected;
 use crate::outcome::CallOutcome;
 use crate::plan::{Plan, Step, Wrapper};
 use crate::retry::{Attempted, Attempts, Next, Retry};
+use crate::time_limiter::{Deadline, Expired};
+
+/// The first attempt of an async call ended as `$result`, off its hot path (its call was not
+/// ready at its first poll, or a gate refused it): the innermost `$wrappers` wrappers' outside
+/// see it ([`Plan::attempt_ended`]); [`Then::Done`] with it unless a retry retries it (the
+/// call's future then returns from two places: the hot path's and its end).
+macro_rules! attempt_over {
+    ($plan:ident, $held:ident, $attempt:ident, $judge:ident, $result:ident,
+     $wrappers:expr, $overran:expr) => {
+        match $plan.attempt_ended(
+            $wrappers,
+            $overran,
+            &mut $held,
+            &mut $attempt,
+            &$judge,
+            &$result,
+        ) {
+            None => Then::Done($result),
+            Some(resume) => {
+                drop($result);
+                Then::Resume(resume)
+            }
+        }
+    };
+}
 
 /// The body of [`Plan::run_wrapped_async`] and [`Plan::run_nested_async`] after their
 /// shortcuts: the first attempt flat, then the nested model. A macro, not an `async fn` the two
@@ -54,48 +87,116 @@ macro_rules! nested_async {
         let entered = $plan.enter_from_or(0, Whole, &mut held, Mode::Stop, |gate, _, rejected| {
             (gate, rejected)
         });
-        let mut resume = match entered {
+        let then = match entered {
             Ok(None) => {
                 slot.set(Some($attempt.attempt()));
-                let first = FirstPoll {
-                    // A plan of wrappers only holds nothing a nested call could re-enter:
-                    // its call needs no frame on the chain.
-                    held: (!$plan.steps().is_empty()).then_some(&held),
-                    slot: slot.as_mut(),
-                }
-                .await;
-                match first {
-                    Poll::Ready(output) => {
-                        let result = Ok(output);
-                        match $plan.first_attempt_ended(&mut held, &mut $attempt, &$judge, &result)
-                        {
-                            None => {
-                                // Every gate released: nothing for a drop to check.
-                                debug_assert!(held.is_empty(), "a call that ran holds no permit");
-                                std::mem::forget(held);
-                                return result;
-                            }
-                            Some(resume) => {
-                                drop(result);
-                                resume
+                // The first poll's output goes out of scope before anything else is awaited.
+                // Matched on with the `.await` of a call not ready at once in one of the arms,
+                // it stayed alive across that await, so was laid out in the future's state:
+                // the hot path's result was written there and copied out in pieces, wide
+                // loads over narrow stores (five aspects: 33 instructions and 5 to 12 ns per
+                // call more than this, BENCHMARKS.md).
+                let retried = {
+                    let first = FirstPoll {
+                        held: $plan.gates_on_chain(&held),
+                        slot: slot.as_mut(),
+                    }
+                    .await;
+                    match first {
+                        Poll::Ready(output) => {
+                            let result = Ok(output);
+                            let wrappers = $plan.wrappers().len();
+                            match $plan.attempt_ended(
+                                wrappers,
+                                false,
+                                &mut held,
+                                &mut $attempt,
+                                &$judge,
+                                &result,
+                            ) {
+                                None => {
+                                    // Every gate released: nothing for a drop to check.
+                                    debug_assert!(
+                                        held.is_empty(),
+                                        "a call that ran holds no permit"
+                                    );
+                                    std::mem::forget(held);
+                                    return result;
+                                }
+                                Some(resume) => {
+                                    drop(result);
+                                    Some(resume)
+                                }
                             }
                         }
+                        Poll::Pending => None,
                     }
-                    Poll::Pending => Resume::EnterFrom($plan.steps().len()),
+                };
+                match retried {
+                    Some(resume) => Then::Resume(resume),
+                    // A time limiter outside a retry bounds its attempts together: its timer
+                    // goes on across them, as the nested model keeps it. (Such a call
+                    // allocates its timer anyway.)
+                    None if $plan.retries_within_time_limiter() => {
+                        Then::Resume(Resume::EnterFrom($plan.steps().len()))
+                    }
+                    None => match Running::new($plan, $plan.gates_on_chain(&held), slot.as_mut())
+                        .await
+                    {
+                        Ran::Completed { output, overran } => {
+                            let result = Ok(output);
+                            let wrappers = $plan.wrappers().len();
+                            attempt_over!($plan, held, $attempt, $judge, result, wrappers, overran)
+                        }
+                        Ran::CutOff { limiter, rejected } => {
+                            $plan.cut_off(limiter, &mut held);
+                            let result = Err(rejected);
+                            attempt_over!($plan, held, $attempt, $judge, result, limiter, false)
+                        }
+                    },
                 }
             }
-            Ok(Some(gate)) => Resume::EnterFrom(gate),
-            Err((gate, rejected)) => Resume::Refused(gate, rejected),
+            Ok(Some(gate)) => Then::Resume(Resume::EnterFrom(gate)),
+            Err((gate, rejected)) => {
+                // Refused: the gates held in its segment see it, then the wrappers outside
+                // it and their segments, as in the nested model.
+                let segment = $plan.segment_of(gate);
+                held.rejected_segment(&$plan.steps()[$plan.segment_start(segment)..], &rejected);
+                let result = Err(rejected);
+                attempt_over!($plan, held, $attempt, $judge, result, segment, false)
+            }
         };
-        let mut cx = Cx {
-            plan: $plan,
-            held: &mut held,
-            attempt: &mut $attempt,
-            judge: &$judge,
-            slot: slot.as_mut(),
-            resume: &mut resume,
-        };
-        segment0(&mut cx).await
+        match then {
+            Then::Done(result) => {
+                debug_assert!(held.is_empty(), "a call that ended holds no permit");
+                std::mem::forget(held);
+                result
+            }
+            // A gate makes the call wait, a retry retries it, or a time limiter's timer goes
+            // on across attempts: the nested model takes over, in a future of its own on the
+            // heap, with its context (the call's future keeps the box alone). Such a call
+            // allocates anyway (the gate's wait, the retry's sleep, the timer); in the call's
+            // own future, the nested model's states (the segments' futures, about 450 bytes
+            // for five aspects) made every call's future that much larger, and moved with it,
+            // where few calls ever reach them.
+            Then::Resume(resume) => {
+                let (plan, held, attempt, judge, slot) =
+                    ($plan, &mut held, &mut $attempt, &$judge, slot.as_mut());
+                Box::pin(async move {
+                    let mut resume = resume;
+                    let mut cx = Cx {
+                        plan,
+                        held,
+                        attempt,
+                        judge,
+                        slot,
+                        resume: &mut resume,
+                    };
+                    segment0(&mut cx).await
+                })
+                .await
+            }
+        }
     }};
 }
 
@@ -520,12 +621,14 @@ impl Plan {
     /// Runs `attempt` through a plan with wrappers, asynchronously.
     ///
     /// The first attempt runs flat, as in [`run_wrapped`](Self::run_wrapped): every gate
-    /// asked in order without waiting, the call's future made and polled once. When that poll
-    /// completes it in a way no retry retries (the common case), the call ends there. Anything
-    /// else (a gate that makes the call wait or refuses it, a future that is not ready, an
-    /// attempt a retry retries) continues in the nested model from where the first attempt
-    /// left off ([`Resume`]): nothing is asked twice, nothing counted twice. A plan that is one
-    /// wrapper and no gate skips all of it and runs its wrapper directly.
+    /// asked in order without waiting, the call's future made and polled in place (under the
+    /// time limiter's timer from its first suspension), a refusal handed to the wrappers
+    /// outside it. When the attempt ends in a way no retry retries (the common case), the call
+    /// ends there. A gate that makes the call wait, an attempt a retry retries, or a call that
+    /// suspends under a time limiter outside a retry continues in the nested model, boxed,
+    /// from where the first attempt left off ([`Resume`]): nothing is asked twice, nothing
+    /// counted twice. A plan that is one wrapper and no gate skips all of it and runs its
+    /// wrapper directly.
     pub(crate) async fn run_wrapped_async<A, J>(
         &self,
         mut attempt: A,
@@ -599,13 +702,18 @@ impl Plan {
         nested_async!(self, attempt, judge)
     }
 
-    /// [`end_first_attempt`](Self::end_first_attempt) for an async call that ended as
-    /// `result`: `None` once every gate recorded it, or where the nested model resumes if a
-    /// retry retries it (the gates inside that retry released, its next attempt due after a
-    /// wait).
+    /// [`end_first_attempt`](Self::end_first_attempt) for an async call whose first attempt
+    /// ended as `result`, seen by the innermost `wrappers` wrappers' outside (those further in
+    /// saw it already: a time limiter that cut the call off, or the wrappers inside the
+    /// segment of a gate that refused it; their gates are released). A time limiter that let
+    /// the call overrun counted it already. `None` once every gate recorded it, or where the
+    /// nested model resumes if a retry retries it (the gates inside that retry released, its
+    /// next attempt due after a wait).
     #[inline(always)]
-    fn first_attempt_ended<'a, A, J, O>(
+    fn attempt_ended<'a, A, J, O>(
         &'a self,
+        wrappers: usize,
+        overran: bool,
         held: &mut Held<'a>,
         attempt: &mut A,
         judge: &J,
@@ -615,9 +723,13 @@ impl Plan {
         A: Attempt,
         J: Judge<O>,
     {
-        for (index, (before, wrapper)) in self.wrappers().iter().enumerate().rev() {
+        for (index, (before, wrapper)) in self.wrappers()[..wrappers].iter().enumerate().rev() {
             match wrapper {
-                Wrapper::TimeLimiter(limiter) => limiter.completed(succeeded(judge, result)),
+                Wrapper::TimeLimiter(limiter) => {
+                    if !overran {
+                        limiter.completed(succeeded(judge, result));
+                    }
+                }
                 Wrapper::Retry(retry) => {
                     let mut attempts = retry.attempts();
                     if let Next::RetryAfter(wait) =
@@ -633,10 +745,25 @@ impl Plan {
                 }
             }
         }
-        if let Ok(output) = result {
-            held.complete_in_place(judge.outcome(output));
+        match result {
+            Ok(output) => held.complete_in_place(judge.outcome(output)),
+            Err(rejected) => held.rejected(rejected),
         }
         None
+    }
+
+    /// The permits to put on the call chain while a call runs: `None` for a plan of wrappers
+    /// only, which holds nothing a nested call could re-enter (its call needs no frame).
+    #[inline(always)]
+    fn gates_on_chain<'h, 'a>(&self, held: &'h Held<'a>) -> Option<&'h Held<'a>> {
+        (!self.steps().is_empty()).then_some(held)
+    }
+
+    /// The time limiter `limiter` (a wrapper's index) cut the first attempt off, its call
+    /// dropped: the gates inside it are released, recording nothing, innermost first.
+    #[cold]
+    fn cut_off(&self, limiter: usize, held: &mut Held<'_>) {
+        held.abandon_segment(&self.steps()[self.wrappers()[limiter].0..]);
     }
 }
 
@@ -665,15 +792,22 @@ where
     }
 }
 
+/// How the first attempt of an async call ended, off its hot path.
+enum Then<'p, R> {
+    /// The call ends with this result.
+    Done(R),
+    /// The nested model takes over.
+    Resume(Resume<'p>),
+}
+
 /// Where the nested model takes over an async call whose first attempt ran flat.
 pub(crate) enum Resume<'p> {
     /// Nothing to take over: the segments run as they come (every attempt after the first).
     Fresh,
-    /// The gates before `steps[i]` are held; the entry goes on from there. With every gate
-    /// held, the call's future is in its place, polled once and not ready.
+    /// The gates before `steps[i]` are held; the entry goes on from there (`steps[i]` makes
+    /// the call wait). With every gate held, the call's future is in its place, polled once
+    /// and not ready (under a time limiter outside a retry).
     EnterFrom(usize),
-    /// The gate `steps[i]` refused the call (counted there); the gates before it are held.
-    Refused(usize, Rejected),
     /// The first attempt ended in a way the retry `index` retries after `wait`: the gates
     /// inside it are released, those outside it held.
     Retry {
@@ -689,8 +823,6 @@ enum SegmentEntry {
     From(usize),
     /// They are held already.
     Held,
-    /// One of them refused the call.
-    Refused(Rejected),
 }
 
 impl Resume<'_> {
@@ -700,18 +832,12 @@ impl Resume<'_> {
     fn entry(&mut self, index: usize, gates: &std::ops::Range<usize>) -> SegmentEntry {
         match self {
             Resume::Fresh => SegmentEntry::From(gates.start),
-            Resume::EnterFrom(gate) | Resume::Refused(gate, _) if *gate >= gates.end => {
-                SegmentEntry::Held
-            }
+            Resume::EnterFrom(gate) if *gate >= gates.end => SegmentEntry::Held,
             Resume::EnterFrom(gate) => {
                 let from = (*gate).max(gates.start);
                 *self = Resume::Fresh;
                 SegmentEntry::From(from)
             }
-            Resume::Refused(..) => match std::mem::replace(self, Resume::Fresh) {
-                Resume::Refused(_, rejected) => SegmentEntry::Refused(rejected),
-                _ => SegmentEntry::From(gates.start),
-            },
             Resume::Retry { index: at, .. } if *at >= index => SegmentEntry::Held,
             Resume::Retry { .. } => SegmentEntry::From(gates.start),
         }
@@ -762,11 +888,6 @@ where
         SegmentEntry::From(from) => {
             plan.enter_gates_async_from(from, gates.clone(), &mut *cx.held)
                 .await?;
-        }
-        SegmentEntry::Refused(rejected) => {
-            cx.held
-                .rejected_segment(&plan.steps()[gates.start..], &rejected);
-            return Err(rejected);
         }
     }
     Ok(gates)
@@ -932,6 +1053,103 @@ impl<F: Future> Future for FirstPoll<'_, '_, '_, F> {
             None => poll_in(this.slot.as_mut(), cx),
             Some(held) => poll_on_chain(held, this.slot.as_mut(), cx),
         })
+    }
+}
+
+/// The first attempt's call after a first poll that was not ready, every gate held: polled in
+/// its place, on the call chain, until it completes, under the timer of the plan's time
+/// limiter if it has one (started here, at the call's first suspension). Written by hand, in
+/// the call's own future: the nested model would do the same in a segment's future per level,
+/// and a call that waits on its dependency is a common call, not one that may allocate.
+struct Running<'s, 'h, 'a, F: Future> {
+    /// The call's permits, to put on the chain while it is polled; `None` for a plan without
+    /// gates.
+    held: Option<&'h Held<'a>>,
+    slot: Pin<&'s mut Option<F>>,
+    /// The plan's time limiter (its index among the wrappers) and the call's timer.
+    limit: Option<(usize, Deadline<'a>)>,
+    /// The time limiter reported the call as timed out and let it go on.
+    overran: bool,
+}
+
+/// How a [`Running`] call ended.
+enum Ran<O> {
+    /// It completed, in time or after it overran.
+    Completed { output: O, overran: bool },
+    /// The time limiter `limiter` (its index among the wrappers) cut it off; its future is
+    /// dropped.
+    CutOff { limiter: usize, rejected: Rejected },
+}
+
+impl<'s, 'h, 'a, F: Future> Running<'s, 'h, 'a, F> {
+    #[cold]
+    fn new(plan: &'a Plan, held: Option<&'h Held<'a>>, slot: Pin<&'s mut Option<F>>) -> Self {
+        let limit = plan
+            .wrappers()
+            .iter()
+            .enumerate()
+            .find_map(|(index, (_, wrapper))| match wrapper {
+                Wrapper::TimeLimiter(limiter) => Some((index, limiter.start())),
+                Wrapper::Retry(_) => None,
+            });
+        Running {
+            held,
+            slot,
+            limit,
+            overran: false,
+        }
+    }
+
+    /// Drops the call's future in its place, on the call chain.
+    fn drop_call(&mut self) {
+        let slot = &mut self.slot;
+        match self.held {
+            None => slot.set(None),
+            Some(held) => on_chain(held, || slot.set(None)),
+        }
+    }
+}
+
+impl<F: Future> Future for Running<'_, '_, '_, F> {
+    type Output = Ran<F::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let polled = match this.held {
+            None => poll_in(this.slot.as_mut(), cx),
+            Some(held) => poll_on_chain(held, this.slot.as_mut(), cx),
+        };
+        if let Poll::Ready(output) = polled {
+            return Poll::Ready(Ran::Completed {
+                output,
+                overran: this.overran,
+            });
+        }
+        let Some((limiter, deadline)) = &mut this.limit else {
+            return Poll::Pending;
+        };
+        match deadline.poll_expired(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Expired::Overran) => {
+                this.overran = true;
+                Poll::Pending
+            }
+            Poll::Ready(Expired::CutOff(rejected)) => {
+                let limiter = *limiter;
+                this.drop_call();
+                Poll::Ready(Ran::CutOff { limiter, rejected })
+            }
+        }
+    }
+}
+
+impl<F: Future> Drop for Running<'_, '_, '_, F> {
+    /// The whole call dropped while its call runs: the call's future goes first, on the chain
+    /// (then the permits, with the call's [`Held`]).
+    fn drop(&mut self) {
+        if self.slot.is_some() {
+            self.drop_call();
+        }
     }
 }
 
