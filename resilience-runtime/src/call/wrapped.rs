@@ -29,9 +29,10 @@
 //! call polled in place until it completes (under the time limiter's timer once it waits), a
 //! refusal handed to the wrappers outside it. Only a call that waits for a gate, is retried,
 //! or waits under a time limiter outside a retry goes on in the nested model, whose states
-//! (about 450 bytes for five aspects) are boxed: such a call allocates anyway (the gate's
-//! wait, the retry's sleep, the timer), and in the call's own future they made every call's
-//! future that much larger, moved with it.
+//! (about 450 bytes for five aspects) are boxed: such a call nearly always allocates anyway
+//! (the gate's wait, the retry's sleep, the timer; not a retry with no wait, nor a limiter
+//! whose timeout runs past the end of the clock), and in the call's own future they made every
+//! call's future that much larger, moved with it.
 //!
 //! A retried attempt is not a re-entry: an attempt's call is on the call chain only while it
 //! runs, so the next attempt enters the gates inside the retry as a new call would.
@@ -50,9 +51,9 @@ use crate::retry::{Attempted, Attempts, Next, Retry};
 use crate::time_limiter::{Deadline, Expired};
 
 /// The first attempt of an async call ended as `$result`, off its hot path (its call was not
-/// ready at its first poll, or a gate refused it): the innermost `$wrappers` wrappers' outside
-/// see it ([`Plan::attempt_ended`]); [`Then::Done`] with it unless a retry retries it (the
-/// call's future then returns from two places: the hot path's and its end).
+/// ready at its first poll, or a gate refused it): the outermost `$wrappers` wrappers see it,
+/// innermost of them first ([`Plan::attempt_ended`]); [`Then::Done`] with it unless a retry
+/// retries it (the call's future then returns from two places: the hot path's and its end).
 macro_rules! attempt_over {
     ($plan:ident, $held:ident, $attempt:ident, $judge:ident, $result:ident,
      $wrappers:expr, $overran:expr) => {
@@ -175,10 +176,10 @@ macro_rules! nested_async {
             // A gate makes the call wait, a retry retries it, or a time limiter's timer goes
             // on across attempts: the nested model takes over, in a future of its own on the
             // heap, with its context (the call's future keeps the box alone). Such a call
-            // allocates anyway (the gate's wait, the retry's sleep, the timer); in the call's
-            // own future, the nested model's states (the segments' futures, about 450 bytes
-            // for five aspects) made every call's future that much larger, and moved with it,
-            // where few calls ever reach them.
+            // nearly always allocates anyway (the gate's wait, the retry's sleep, the timer);
+            // in the call's own future, the nested model's states (the segments' futures,
+            // about 450 bytes for five aspects) made every call's future that much larger, and
+            // moved with it, where few calls ever reach them.
             Then::Resume(resume) => {
                 let (plan, held, attempt, judge, slot) =
                     ($plan, &mut held, &mut $attempt, &$judge, slot.as_mut());
@@ -703,12 +704,12 @@ impl Plan {
     }
 
     /// [`end_first_attempt`](Self::end_first_attempt) for an async call whose first attempt
-    /// ended as `result`, seen by the innermost `wrappers` wrappers' outside (those further in
-    /// saw it already: a time limiter that cut the call off, or the wrappers inside the
-    /// segment of a gate that refused it; their gates are released). A time limiter that let
-    /// the call overrun counted it already. `None` once every gate recorded it, or where the
-    /// nested model resumes if a retry retries it (the gates inside that retry released, its
-    /// next attempt due after a wait).
+    /// ended as `result`, seen by the outermost `wrappers` wrappers, innermost of them first
+    /// (those further in saw it already, as a time limiter that cut the call off did, or never
+    /// saw the call, being inside the gate that refused it; the gates inside them are
+    /// released). A time limiter that let the call overrun counted it already. `None` once
+    /// every gate recorded it, or where the nested model resumes if a retry retries it (the
+    /// gates inside that retry released, its next attempt due after a wait).
     #[inline(always)]
     fn attempt_ended<'a, A, J, O>(
         &'a self,
@@ -873,7 +874,7 @@ impl<A: Attempt, J> Drop for SegmentGuard<'_, '_, '_, A, J> {
 }
 
 /// Enters the gates of segment `index` as `cx.resume` says: all of them, those from where the
-/// first attempt stopped, none (held already), or none because one refused the call.
+/// first attempt stopped, or none (held already).
 async fn enter_segment<A, J>(
     cx: &mut Cx<'_, '_, A, J>,
     index: usize,
