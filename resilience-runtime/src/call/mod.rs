@@ -34,9 +34,12 @@ impl Plan {
     pub fn call<T, E: From<Rejected>>(&self, call: impl FnMut() -> Result<T, E>) -> Result<T, E> {
         if self.has_wrappers() {
             let judge = ByOutcome(CallOutcome::of_result::<T, E>);
-            return self
-                .run_wrapped(Repeat(call), &judge)
-                .unwrap_or_else(|rejected| Err(E::from(rejected)));
+            return self.run_wrapped_into(
+                Repeat(call),
+                &judge,
+                |result| result,
+                |rejected| Err(E::from(rejected)),
+            );
         }
         self.enter_and_run(
             call,

@@ -357,29 +357,55 @@ impl Plan {
     /// nested model from where the first attempt left off. A plan that is one retry and no
     /// gate skips all of it (see [`retry_alone_blocking`]).
     #[inline(always)]
-    pub(crate) fn run_wrapped<A, J>(&self, mut attempt: A, judge: &J) -> Result<A::Output, Rejected>
+    pub(crate) fn run_wrapped<A, J>(&self, attempt: A, judge: &J) -> Result<A::Output, Rejected>
+    where
+        A: Attempt,
+        J: Judge<A::Output>,
+    {
+        self.run_wrapped_into(attempt, judge, Ok, Err)
+    }
+
+    /// [`run_wrapped`](Self::run_wrapped), its output turned into the caller's by `ran`, or its
+    /// rejection by `refused`: [`Plan::call`] returns the call's own `Result`, which on the hot
+    /// path is then the first attempt's output moved once, where wrapped in `Ok` and unwrapped
+    /// again it was copied twice (BENCHMARKS.md).
+    #[inline(always)]
+    pub(crate) fn run_wrapped_into<A, J, O>(
+        &self,
+        mut attempt: A,
+        judge: &J,
+        ran: impl FnOnce(A::Output) -> O,
+        refused: impl FnOnce(Rejected) -> O,
+    ) -> O
     where
         A: Attempt,
         J: Judge<A::Output>,
     {
         if let Some(Wrapper::Retry(retry)) = self.lone_wrapper() {
-            return retry_alone_blocking(retry, attempt, judge);
+            return match retry_alone_blocking(retry, attempt, judge) {
+                Ok(output) => ran(output),
+                Err(rejected) => refused(rejected),
+            };
         }
         let mut held = Held::new();
         let result = match self.enter_flat(&mut held) {
             Ok(()) => {
                 // A plan of wrappers only holds nothing a nested call could re-enter: its call
                 // needs no frame on the chain.
-                let result = Ok(if self.steps().is_empty() {
+                let output = if self.steps().is_empty() {
                     attempt.attempt()
                 } else {
                     on_chain(&held, || attempt.attempt())
-                });
+                };
                 // Judged by reference where it lies, as the async path does: moved only to be
                 // returned (each move of a result is a copy, and a stall when the copy's wide
                 // loads read the call's narrow stores: BENCHMARKS.md).
-                match self.end_first_attempt(&mut held, &attempt, judge, &result) {
-                    None => result,
+                match self.end_first_attempt(&mut held, &attempt, judge, &output) {
+                    None => {
+                        debug_assert!(held.is_empty(), "a call that ran holds no permit");
+                        std::mem::forget(held);
+                        return ran(output);
+                    }
                     Some((index, retry, attempts, wait)) => self.retry_later(
                         index,
                         retry,
@@ -388,7 +414,7 @@ impl Plan {
                         &mut held,
                         &mut attempt,
                         judge,
-                        result,
+                        Ok(output),
                     ),
                 }
             }
@@ -399,11 +425,14 @@ impl Plan {
         // Every gate was released (a panic unwinds through `held`'s drop instead).
         debug_assert!(held.is_empty(), "a call that ran holds no permit");
         std::mem::forget(held);
-        result
+        match result {
+            Ok(output) => ran(output),
+            Err(rejected) => refused(rejected),
+        }
     }
 
-    /// The first attempt ended as `result`: the wrappers, innermost first, see it end; unless a
-    /// retry retries it, every gate records its outcome (`None`). `Some` says which retry
+    /// The first attempt ended with `output`: the wrappers, innermost first, see it end; unless
+    /// a retry retries it, every gate records its outcome (`None`). `Some` says which retry
     /// retries it (its index and itself), with its attempts so far and the wait before the
     /// next.
     #[inline(always)]
@@ -412,7 +441,7 @@ impl Plan {
         held: &mut Held<'a>,
         attempt: &A,
         judge: &J,
-        result: &Result<A::Output, Rejected>,
+        output: &A::Output,
     ) -> Option<(usize, &'a Retry, Attempts<'a>, std::time::Duration)>
     where
         A: Attempt,
@@ -420,20 +449,18 @@ impl Plan {
     {
         for (index, (_, wrapper)) in self.wrappers().iter().enumerate().rev() {
             match wrapper {
-                Wrapper::TimeLimiter(limiter) => limiter.completed(succeeded(judge, result)),
+                Wrapper::TimeLimiter(limiter) => limiter.completed(!judge.failed(output)),
                 Wrapper::Retry(retry) => {
                     let mut attempts = retry.attempts_blocking();
                     if let Next::RetryAfter(wait) =
-                        attempts.after(attempted(judge, result), attempt.repeatable())
+                        attempts.after(judge.attempted(output), attempt.repeatable())
                     {
                         return Some((index, retry, attempts, wait));
                     }
                 }
             }
         }
-        if let Ok(output) = result {
-            held.complete_in_place(judge.outcome(output));
-        }
+        held.complete_in_place(judge.outcome(output));
         None
     }
 
