@@ -234,7 +234,7 @@ pub(crate) enum Reading {
 impl Clock {
     /// Reads the clock as `reading` says. Two readings are comparable only if they were taken
     /// with the same `Reading`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn read(&self, reading: Reading) -> u64 {
         match reading {
             Reading::None => 0,

@@ -28,10 +28,19 @@ use super::held::Held;
 struct Frame {
     /// The frame of the call around this one on this thread; null for the outermost.
     parent: *const Frame,
+    holds: Holds,
+    task: Option<tokio::task::Id>,
+}
+
+/// What a frame's call holds, as a nested call reads it: the instance ids of its gates.
+#[derive(Clone, Copy)]
+enum Holds {
     /// The permits of the call. Their lifetime is erased: the frame is unlinked before the
     /// permits can go (see [`on_chain`]), and only the instance ids are read through it.
-    held: *const Held<'static>,
-    task: Option<tokio::task::Id>,
+    Gates(*const Held<'static>),
+    /// The one gate of a plan of one gate, by its instance id ([`on_chain_one`]): such a
+    /// call keeps its permit in a local of its own, not in a [`Held`].
+    Gate(u64),
 }
 
 thread_local! {
@@ -58,10 +67,25 @@ fn innermost() -> *const Frame {
 /// destroyed runs unlinked.
 #[inline(always)]
 pub(super) fn on_chain<R>(held: &Held<'_>, body: impl FnOnce() -> R) -> R {
+    link(
+        Holds::Gates(ptr::from_ref(held).cast::<Held<'static>>()),
+        body,
+    )
+}
+
+/// [`on_chain`] for a call that holds the one gate `id` (a plan of one gate, whose permit is
+/// not in a [`Held`]).
+#[inline(always)]
+pub(super) fn on_chain_one<R>(id: u64, body: impl FnOnce() -> R) -> R {
+    link(Holds::Gate(id), body)
+}
+
+#[inline(always)]
+fn link<R>(holds: Holds, body: impl FnOnce() -> R) -> R {
     let parent = innermost();
     let frame = Frame {
         parent,
-        held: ptr::from_ref(held).cast::<Held<'static>>(),
+        holds,
         task: tokio::task::try_id(),
     };
     let this = ptr::from_ref(&frame);
@@ -127,10 +151,14 @@ pub(crate) fn chain_holds(id: u64) -> bool {
         // marks the chain broken (see `Unlink`), and a broken chain is not read (above).
         let Frame {
             parent,
-            held,
+            holds,
             task: frame_task,
         } = unsafe { &*frame };
-        if *frame_task == task && unsafe { &**held }.instance_ids().any(|held| held == id) {
+        let holds_id = || match *holds {
+            Holds::Gates(held) => unsafe { &*held }.instance_ids().any(|held| held == id),
+            Holds::Gate(gate) => gate == id,
+        };
+        if *frame_task == task && holds_id() {
             return true;
         }
         frame = *parent;
@@ -155,7 +183,7 @@ mod tests {
                 // An unlink whose frame is not the innermost one.
                 let stale = Frame {
                     parent: ptr::null(),
-                    held: ptr::from_ref(&held).cast::<Held<'static>>(),
+                    holds: Holds::Gates(ptr::from_ref(&held).cast::<Held<'static>>()),
                     task: None,
                 };
                 drop(Unlink {
