@@ -37,6 +37,21 @@ fn guarded_sync(x: u32) -> Result<u32, CallError> {
     Ok(black_box(x) + 1)
 }
 
+/// A lone breaker, the shape most annotations have: `breaker_alone`'s plans, written as the
+/// macro writes them.
+#[circuit_breaker(name = "best-of-breaker")]
+#[inline(never)]
+fn breaker_sync(x: u32) -> Result<u32, CallError> {
+    Ok(black_box(x) + 1)
+}
+
+/// [`breaker_sync`] on the open breaker.
+#[circuit_breaker(name = "best-of-open")]
+#[inline(never)]
+fn open_breaker_sync(x: u32) -> Result<u32, CallError> {
+    Ok(black_box(x) + 1)
+}
+
 /// The three gates of `guarded_five` (the same instances) without its retry and time limiter:
 /// what those two add to a call whose first attempt succeeds.
 #[bulkhead(name = "best-of-five")]
@@ -135,9 +150,11 @@ fn breaker_alone(rounds: usize) {
         "recloser",
         "ours_direct",
         "ours_plan",
+        "ours_macro_sync",
         "open_recloser",
         "open_ours_direct",
         "open_ours_plan",
+        "open_ours_macro_sync",
         "tokio_semaphore",
         "ours_bulkhead",
     ];
@@ -145,9 +162,11 @@ fn breaker_alone(rounds: usize) {
         "recloser" => black_box(black_box(&closed).call(|| Ok::<u32, ()>(black_box(1)))).unwrap(),
         "ours_direct" => black_box(&direct).try_acquire().expect("closed").record_success(),
         "ours_plan" => black_box(black_box(&breaker_plan).call(|| Ok::<u32, CallError>(black_box(1) + 1))).unwrap(),
+        "ours_macro_sync" => black_box(breaker_sync(black_box(1))).unwrap(),
         "open_recloser" => black_box(black_box(&open).call(|| Ok::<u32, ()>(black_box(1)))).unwrap_err(),
         "open_ours_direct" => black_box(black_box(&open_direct).try_acquire()).unwrap_err(),
         "open_ours_plan" => black_box(black_box(&open_plan).call(|| Ok::<u32, CallError>(black_box(1) + 1))).unwrap_err(),
+        "open_ours_macro_sync" => black_box(open_breaker_sync(black_box(1))).unwrap_err(),
         "tokio_semaphore" => drop(black_box(black_box(&semaphore).try_acquire().expect("free permit"))),
         "ours_bulkhead" => drop(black_box(black_box(&bulkhead).try_acquire().expect("free permit"))),
     );
@@ -159,11 +178,13 @@ fn breaker_alone(rounds: usize) {
         None,
         Some(0),
         Some(0),
+        Some(0),
         None,
-        Some(3),
-        Some(3),
+        Some(4),
+        Some(4),
+        Some(4),
         None,
-        Some(6),
+        Some(8),
     ];
     for ((name, time), peer) in names.iter().zip(&best).zip(peers) {
         match peer {

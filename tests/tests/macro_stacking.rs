@@ -193,6 +193,39 @@ fn a_guarded_call_re_entering_its_guards_counts_once_and_does_not_reject_itself(
     );
 }
 
+/// A lone sync gate: the runtime runs it on its one-gate path (the permit in a local), whose
+/// frame on the call chain must still be seen by the calls nested in it.
+#[bulkhead(name = "lone-reentry")]
+fn lone_recursive(depth: u32) -> Result<u32, CallError> {
+    if depth == 0 {
+        return Ok(0);
+    }
+    Ok(lone_recursive(depth - 1)? + 1)
+}
+
+#[bulkhead(name = "lone-panic")]
+fn lone_panicking(fail: bool) -> Result<u32, CallError> {
+    assert!(!fail, "a panic in the body of a lone gate");
+    Ok(1)
+}
+
+#[test]
+fn a_lone_gate_re_entered_counts_once_and_a_panic_in_it_gives_its_permit_back() {
+    configure("lone-reentry", 1);
+    assert_eq!(lone_recursive(3), Ok(3), "re-entry passes through its own gate");
+    let metrics = Registry::global().bulkhead("lone-reentry").metrics();
+    assert_eq!(metrics.permitted_calls(), 1);
+    assert_eq!(metrics.rejected_calls(), 0);
+    assert_eq!(metrics.available_concurrent_calls(), 1);
+
+    configure("lone-panic", 1);
+    assert!(std::panic::catch_unwind(|| lone_panicking(true)).is_err());
+    let bulkhead = Registry::global().bulkhead("lone-panic");
+    assert_eq!(bulkhead.available_concurrent_calls(), 1, "the permit is back");
+    assert_eq!(lone_panicking(false), Ok(1), "so the bulkhead of one admits again");
+    assert_eq!(bulkhead.metrics().permitted_calls(), 2);
+}
+
 #[bulkhead(name = "stack-reentry-async")]
 #[circuit_breaker(name = "stack-reentry-async")]
 async fn outer_async() -> Result<u32, CallError> {

@@ -161,6 +161,7 @@ pub(super) fn guard_fn(
         rejected,
         output: value,
         entry,
+        admission,
         ..
     } = &names;
     // Inner attributes of the body (`#![allow(..)]`) stay first in the body.
@@ -226,23 +227,23 @@ pub(super) fn guard_fn(
         }
         Shape::Sync => {
             let hint = return_hint(&output);
+            let lone = stack.aspects.len() == 1;
             quote! {
                 #register
                 #prelude
                 let #plan = #site_plan;
-                // The call's permits, written in place as the guards admit it.
-                let mut #call = #private::GuardedCall::new();
+                // One closure for the body and the refusal's answer, told apart by its
+                // argument: each may take the arguments by value. The runtime runs it on the
+                // plan's own path (a lone gate's permit in a local, no slots to fill).
                 // Bound to a local: the temporaries of a tail expression outlive `#plan`.
-                let #value = match #private::GuardedCall::enter(&mut #call, &#plan) {
-                    ::core::result::Result::Ok(()) => #private::GuardedCall::run(
-                        &mut #call,
-                        move || { #hint #(#stmts)* },
-                        #classify,
-                    ),
-                    ::core::result::Result::Err(#rejected) => #on_rejected,
-                };
-                // Ran or refused, the call holds nothing now.
-                #private::GuardedCall::ran(#call);
+                let #value = #private::run_guarded::<#lone, _>(
+                    &#plan,
+                    move |#admission| match #admission {
+                        ::core::result::Result::Ok(()) => { #hint #(#stmts)* }
+                        ::core::result::Result::Err(#rejected) => #on_rejected,
+                    },
+                    #classify,
+                );
                 #finish
             }
         }
@@ -305,6 +306,8 @@ pub(super) struct Names {
     pub(super) output: Ident,
     /// The label of the block that enters the guards and runs the call.
     pub(super) entry: Lifetime,
+    /// The argument of a sync body that also answers a refusal: admitted, or the rejection.
+    pub(super) admission: Ident,
 }
 
 impl Names {
@@ -318,6 +321,7 @@ impl Names {
             error: name("__error"),
             output: name("__output"),
             entry: Lifetime::new("'__resilience_entry", Span::mixed_site()),
+            admission: name("__admission"),
         }
     }
 }

@@ -39,11 +39,10 @@ impl Plan {
                 |rejected| Err(E::from(rejected)),
             );
         }
-        self.enter_and_run(
-            call,
+        self.enter_and_run::<true, _, _>(
+            Split(call, |rejected| Err(E::from(rejected))),
             CallOutcome::of_result,
             |result| result,
-            |rejected| Err(E::from(rejected)),
         )
     }
 
@@ -76,30 +75,29 @@ impl Plan {
         if self.has_wrappers() {
             return self.run_wrapped(Repeat(call), &ByOutcome(classify));
         }
-        self.enter_and_run(call, classify, Ok, Err)
+        self.enter_and_run::<true, _, _>(Split(call, Err), classify, Ok)
     }
 
-    /// [`call`](Plan::call) and [`run`](Plan::run): enters the guards and runs `call`, its
-    /// result turned into the output by `ran`, or the rejection by `refused`. Written once,
-    /// where the caller wants it: `call` does not wrap it in `run`'s `Result<_, Rejected>` to
-    /// move it out again.
+    /// [`call`](Plan::call), [`run`](Plan::run) and the macros' [`run_guarded`]: enters the
+    /// guards and runs the call, its result turned into the output by `ran`, or hands the
+    /// rejection to the call's refusal. Written once, where the caller wants it: `call` does
+    /// not wrap it in `run`'s `Result<_, Rejected>` to move it out again.
     #[inline(always)]
-    fn enter_and_run<R, O>(
+    fn enter_and_run<const LONE: bool, R, O>(
         &self,
-        call: impl FnOnce() -> R,
+        call: impl Admission<R, O>,
         classify: impl FnOnce(&R) -> CallOutcome,
         ran: impl FnOnce(R) -> O,
-        refused: impl FnOnce(Rejected) -> O,
     ) -> O {
-        if let [step] = self.steps() {
+        if let (true, [step]) = (LONE, self.steps()) {
             if !chain_is_busy() {
-                return match_step!(step, gate => one_gate(&**gate, call, classify, ran, refused));
+                return match_step!(step, gate => one_gate(&**gate, call, classify, ran));
             }
         }
         let mut held = Held::new();
         let output = match self.enter_into(&mut held) {
-            Ok(()) => ran(run(&mut held, call, classify)),
-            Err(rejected) => refused(rejected),
+            Ok(()) => ran(run(&mut held, || call.admitted(), classify)),
+            Err(rejected) => call.refused(rejected),
         };
         // Entered and run, or refused: either way `held` holds nothing now (see `run`).
         debug_assert!(
@@ -385,6 +383,63 @@ pub async fn run_nested_future<R, F: Future<Output = R>>(
     plan.run_nested_async(Once(Some(move || call)), judge).await
 }
 
+/// The guarded call of a function whose stack has only gates, for the attribute macros:
+/// `body(Ok(()))` runs the function's body once the guards admitted the call, and its result
+/// is classified by `classify`; `body(Err(rejected))` answers a refusal (the rejection as the
+/// function's error, or its fallback), unclassified. One closure for both, so that it can take
+/// the function's arguments by value for either: the body and the fallback each receive them.
+///
+/// `LONE` says the stack has one annotation, so its plan may be a plan of one gate; a stack of
+/// several never is, and skips the check for it.
+#[doc(hidden)]
+#[inline(always)]
+pub fn run_guarded<const LONE: bool, R>(
+    plan: &Plan,
+    body: impl FnOnce(Result<(), Rejected>) -> R,
+    classify: impl FnOnce(&R) -> CallOutcome,
+) -> R {
+    plan.enter_and_run::<LONE, _, _>(Either(body), classify, |result| result)
+}
+
+/// A call not yet made, and what its caller makes of a refusal: exactly one of the two is
+/// used, so both may own the same captures (a macro-guarded function's arguments).
+trait Admission<R, O> {
+    /// The guards admitted the call: make it.
+    fn admitted(self) -> R;
+    /// A guard refused the call.
+    fn refused(self, rejected: Rejected) -> O;
+}
+
+/// The call and the refusal's answer as two closures ([`Plan::call`], [`Plan::run`]).
+struct Split<C, F>(C, F);
+
+impl<R, O, C: FnOnce() -> R, F: FnOnce(Rejected) -> O> Admission<R, O> for Split<C, F> {
+    #[inline(always)]
+    fn admitted(self) -> R {
+        (self.0)()
+    }
+
+    #[inline(always)]
+    fn refused(self, rejected: Rejected) -> O {
+        (self.1)(rejected)
+    }
+}
+
+/// Both as one closure, told which by its argument ([`run_guarded`]).
+struct Either<B>(B);
+
+impl<R, B: FnOnce(Result<(), Rejected>) -> R> Admission<R, R> for Either<B> {
+    #[inline(always)]
+    fn admitted(self) -> R {
+        (self.0)(Ok(()))
+    }
+
+    #[inline(always)]
+    fn refused(self, rejected: Rejected) -> R {
+        (self.0)(Err(rejected))
+    }
+}
+
 impl Plan {
     /// The check of [`enter`](Plan::enter): a plan with wrappers is run whole.
     fn assert_splittable(&self) {
@@ -396,10 +451,11 @@ impl Plan {
     }
 }
 
-/// A guarded call made in place, for the attribute macros: declared empty in the guarded
-/// function, filled by [`enter`](Self::enter) / [`enter_async`](Self::enter_async), then run
-/// with [`run`](Self::run) / [`run_async`](Self::run_async). The public equivalent, which
-/// returns the admitted call by value, is [`Plan::enter`] and [`Entered`].
+/// A guarded async call made in place, for the attribute macros: declared empty in the
+/// guarded function, filled by [`enter_async`](Self::enter_async), then run with
+/// [`run_async`](Self::run_async). (A sync function's call is [`run_guarded`].) The public
+/// equivalent, which returns the admitted call by value, is [`Plan::enter_async`] and
+/// [`Entered`].
 #[doc(hidden)]
 #[must_use = "a guarded call holds its permits until it runs or is dropped"]
 pub struct GuardedCall<'a> {
@@ -413,20 +469,6 @@ impl<'a> GuardedCall<'a> {
         GuardedCall { held: Held::new() }
     }
 
-    /// Acquires the guards of `plan` as [`Plan::enter`] does.
-    ///
-    /// # Errors
-    ///
-    /// As [`Plan::enter`]; the call then holds nothing.
-    #[inline]
-    pub fn enter(&mut self, plan: &'a Plan) -> Result<(), Rejected> {
-        debug_assert!(
-            !plan.has_wrappers(),
-            "the macros run plans with wrappers whole"
-        );
-        plan.enter_into(&mut self.held)
-    }
-
     /// Acquires the guards of `plan` as [`Plan::enter_async`] does.
     ///
     /// # Errors
@@ -438,16 +480,6 @@ impl<'a> GuardedCall<'a> {
         plan: &'a Plan,
     ) -> impl Future<Output = Result<(), Rejected>> + use<'c, 'a> {
         plan.enter_async_into(&mut self.held)
-    }
-
-    /// Runs `call` as [`Entered::run`] does.
-    #[inline]
-    pub fn run<R>(
-        &mut self,
-        call: impl FnOnce() -> R,
-        classify: impl FnOnce(&R) -> CallOutcome,
-    ) -> R {
-        run(&mut self.held, call, classify)
     }
 
     /// Runs the future `call` as [`Entered::run_async`] does; dropping the returned future
@@ -467,10 +499,10 @@ impl<'a> GuardedCall<'a> {
 }
 
 impl GuardedCall<'_> {
-    /// Ends a call that holds nothing: one that [`run`](Self::run) or
-    /// [`run_async`](Self::run_async) completed, or that was refused. Forgets the empty call
-    /// in place, so that no drop checks its slots again. (Consuming it in `run` instead would
-    /// move the permits just written narrow, reading them back wide: a store-forwarding stall.)
+    /// Ends a call that holds nothing: one that [`run_async`](Self::run_async) completed, or
+    /// that was refused. Forgets the empty call in place, so that no drop checks its slots
+    /// again. (Consuming it in `run_async` instead would move the permits just written narrow,
+    /// reading them back wide: a store-forwarding stall.)
     ///
     /// Only for a call that holds nothing, as the macros use it: one that still held a permit
     /// would leak it (checked in debug builds). Releasing it instead, on a branch, cost the
@@ -517,16 +549,15 @@ fn run<R>(
 /// [`Plan::enter_and_run`] for a plan of one gate, on a thread where no guarded call runs (so
 /// there is no re-entry to check): the gate asked, the call run on the chain, the permit
 /// completed, with no walk over the plan's steps or the slots of the other gate kinds, and a
-/// refusal handed straight to `refused` (nothing else is held to see it). Against the general
+/// refusal handed straight to the call's refusal (nothing else is held to see it). Against the general
 /// path: 20 instructions fewer per admitted call, 92 fewer per refusal, which is what a lone
 /// breaker answers while it is open (BENCHMARKS.md).
 #[inline(always)]
 fn one_gate<G: Gate, R, O>(
     gate: &G,
-    call: impl FnOnce() -> R,
+    call: impl Admission<R, O>,
     classify: impl FnOnce(&R) -> CallOutcome,
     ran: impl FnOnce(R) -> O,
-    refused: impl FnOnce(Rejected) -> O,
 ) -> O {
     // The permit in a local of its own, not in a `Held`: one gate has no order to keep, and
     // its frame names it by its id. (Through a `Held`, its permit was written into the slot
@@ -537,12 +568,12 @@ fn one_gate<G: Gate, R, O>(
         Ok(Entry::Entered) => {}
         Ok(Entry::MustWait) => match gate.enter_blocking() {
             Ok(waited) => permit = Some(waited),
-            Err(rejected) => return refused(rejected),
+            Err(rejected) => return call.refused(rejected),
         },
         // The only gate refused: nothing is held.
-        Err(rejected) => return refused(rejected),
+        Err(rejected) => return call.refused(rejected),
     }
-    let result = on_chain_one(gate.id(), call);
+    let result = on_chain_one(gate.id(), || call.admitted());
     // Classified while the permit is still held, as on the general path: should `classify`
     // panic, `result` is dropped before the permit goes (its destructor may call through the
     // same guard).
