@@ -45,6 +45,13 @@ fn breaker_sync(x: u32) -> Result<u32, CallError> {
     Ok(black_box(x) + 1)
 }
 
+/// [`breaker_sync`] as an `async fn`.
+#[circuit_breaker(name = "best-of-breaker")]
+#[inline(never)]
+async fn breaker_async(x: u32) -> Result<u32, CallError> {
+    Ok(black_box(x) + 1)
+}
+
 /// [`breaker_sync`] on the open breaker.
 #[circuit_breaker(name = "best-of-open")]
 #[inline(never)]
@@ -151,6 +158,7 @@ fn breaker_alone(rounds: usize) {
         "ours_direct",
         "ours_plan",
         "ours_macro_sync",
+        "ours_macro_async",
         "open_recloser",
         "open_ours_direct",
         "open_ours_plan",
@@ -163,6 +171,7 @@ fn breaker_alone(rounds: usize) {
         "ours_direct" => black_box(&direct).try_acquire().expect("closed").record_success(),
         "ours_plan" => black_box(black_box(&breaker_plan).call(|| Ok::<u32, CallError>(black_box(1) + 1))).unwrap(),
         "ours_macro_sync" => black_box(breaker_sync(black_box(1))).unwrap(),
+        "ours_macro_async" => black_box(poll_now(breaker_async(black_box(1)))).unwrap(),
         "open_recloser" => black_box(black_box(&open).call(|| Ok::<u32, ()>(black_box(1)))).unwrap_err(),
         "open_ours_direct" => black_box(black_box(&open_direct).try_acquire()).unwrap_err(),
         "open_ours_plan" => black_box(black_box(&open_plan).call(|| Ok::<u32, CallError>(black_box(1) + 1))).unwrap_err(),
@@ -179,12 +188,13 @@ fn breaker_alone(rounds: usize) {
         Some(0),
         Some(0),
         Some(0),
+        Some(0),
         None,
-        Some(4),
-        Some(4),
-        Some(4),
+        Some(5),
+        Some(5),
+        Some(5),
         None,
-        Some(8),
+        Some(9),
     ];
     for ((name, time), peer) in names.iter().zip(&best).zip(peers) {
         match peer {

@@ -184,6 +184,9 @@ pub(super) fn guard_fn(
     };
     // A stack with a wrapper runs its whole plan in the runtime, the body made per attempt.
     let wrapped = stack.has_wrapper();
+    // A stack of one annotation may be a plan of one gate, which the runtime enters without
+    // walking the plan; a stack of several never is, and skips the check.
+    let lone = stack.aspects.len() == 1;
     let async_body = |future: TokenStream| -> syn::Result<TokenStream> {
         if wrapped {
             return wrapped_body(stack, sig, Body::Async(future), &parts, &names);
@@ -198,7 +201,7 @@ pub(super) fn guard_fn(
                 // A statement, not a `match` around the call: the entry's `Result` is not kept
                 // in the future while the call runs.
                 if let ::core::result::Result::Err(#rejected) =
-                    #private::GuardedCall::enter_async(&mut #call, &#plan).await
+                    #private::GuardedCall::enter_async::<#lone>(&mut #call, &#plan).await
                 {
                     break #entry #rejected;
                 }
@@ -227,7 +230,6 @@ pub(super) fn guard_fn(
         }
         Shape::Sync => {
             let hint = return_hint(&output);
-            let lone = stack.aspects.len() == 1;
             quote! {
                 #register
                 #prelude

@@ -56,12 +56,13 @@ impl Plan {
     }
 
     /// [`enter_async`](Plan::enter_async), writing the permits into `held`: every gate of a
-    /// plan without wrappers.
+    /// plan without wrappers. `LONE` says the plan may be a plan of one gate (see
+    /// [`enter_lone`](Self::enter_lone)); a caller that knows it has several skips the check.
     #[inline]
-    pub(crate) fn enter_async_into<'c, 'a>(
+    pub(crate) fn enter_async_into<'c, 'a, const LONE: bool>(
         &'a self,
         held: &'c mut Held<'a>,
-    ) -> EnterAsync<'c, 'a, Whole> {
+    ) -> EnterAsync<'c, 'a, Whole, LONE> {
         debug_assert!(
             !self.has_wrappers(),
             "a plan with wrappers runs as segments"
@@ -155,6 +156,22 @@ impl Plan {
             }
         }
         Ok(None)
+    }
+
+    /// [`enter_from`](Self::enter_from) for a plan of one gate, on a thread where no guarded
+    /// call runs (so there is no re-entry to check): the gate asked straight, without the walk
+    /// over the steps, and a refusal returned as it is (nothing else is held to see it).
+    /// `None` for any other plan, or on a thread where a guarded call runs.
+    #[inline(always)]
+    fn enter_lone<'a>(&'a self, held: &mut Held<'a>) -> Option<Result<Entry, Rejected>> {
+        let [step] = self.steps() else {
+            return None;
+        };
+        if chain_is_busy() {
+            return None;
+        }
+        held.start(self.order());
+        Some(match_step!(step, gate => held.try_enter(&**gate)))
     }
 
     /// A gate of the segment starting at `steps[start]` refused the call: the segment's gates
@@ -324,7 +341,10 @@ async fn wait_one<'a, G: HeldSlot>(gate: &'a G, held: &mut Held<'a>) -> Result<(
 /// and is ready unless a gate makes the call wait: only then does it box the wait (a queue
 /// place, a timer) and poll that. Calls that never wait (the common case) pay for no nested
 /// state machine, and the future of every guarded call stays small.
-pub(crate) struct EnterAsync<'c, 'a, S> {
+///
+/// `LONE`: the first poll tries [`Plan::enter_lone`] (an entry of the whole plan whose caller
+/// does not know that it has several gates).
+pub(crate) struct EnterAsync<'c, 'a, S, const LONE: bool = false> {
     plan: &'a Plan,
     /// The gates entered.
     span: S,
@@ -337,7 +357,7 @@ pub(crate) struct EnterAsync<'c, 'a, S> {
 /// The boxed wait of an asynchronous entry (see [`Plan::enter_waiting`]).
 type Waiting<'c> = Pin<Box<dyn Future<Output = Result<(), Rejected>> + Send + 'c>>;
 
-impl<S: Span> Future for EnterAsync<'_, '_, S> {
+impl<S: Span, const LONE: bool> Future for EnterAsync<'_, '_, S, LONE> {
     type Output = Result<(), Rejected>;
 
     // Inlined into the guarded call's own future, whose first poll it is: the state is read
@@ -348,6 +368,16 @@ impl<S: Span> Future for EnterAsync<'_, '_, S> {
         let this = self.get_mut();
         if let Some(held) = this.held.take() {
             let span = this.span;
+            // A lone gate that makes the call wait took nothing: the general path below asks
+            // it again and waits for it (one more ask, on a path that waits anyway; a wait
+            // entered from here instead cost the admitted call 10 instructions).
+            if LONE {
+                match this.plan.enter_lone(held) {
+                    Some(Ok(Entry::Entered)) => return Poll::Ready(Ok(())),
+                    Some(Err(rejected)) => return Poll::Ready(Err(rejected)),
+                    Some(Ok(Entry::MustWait)) | None => {}
+                }
+            }
             match this.plan.enter_from(span.from(), span, held, Mode::Stop) {
                 Ok(None) => return Poll::Ready(Ok(())),
                 Err(rejected) => return Poll::Ready(Err(rejected)),

@@ -144,7 +144,7 @@ impl Plan {
             };
         }
         let mut guarded = GuardedCall::new();
-        if let Err(rejected) = guarded.enter_async(self).await {
+        if let Err(rejected) = guarded.enter_async::<true>(self).await {
             return Err(E::from(rejected));
         }
         guarded.run_async(call(), CallOutcome::of_result).await
@@ -167,7 +167,7 @@ impl Plan {
                 .await;
         }
         let mut guarded = GuardedCall::new();
-        guarded.enter_async(self).await?;
+        guarded.enter_async::<true>(self).await?;
         Ok(guarded.run_async(call(), classify).await)
     }
 
@@ -205,7 +205,7 @@ impl Plan {
             };
         }
         let mut guarded = GuardedCall::new();
-        if let Err(rejected) = guarded.enter_async(self).await {
+        if let Err(rejected) = guarded.enter_async::<true>(self).await {
             return Err(E::from(rejected));
         }
         guarded.run_async(call, CallOutcome::of_result).await
@@ -227,7 +227,7 @@ impl Plan {
             return self.run_wrapped_async(attempt, ByOutcome(classify)).await;
         }
         let mut guarded = GuardedCall::new();
-        guarded.enter_async(self).await?;
+        guarded.enter_async::<true>(self).await?;
         Ok(guarded.run_async(call, classify).await)
     }
 
@@ -287,7 +287,7 @@ impl Plan {
     pub async fn enter_async(&self) -> Result<Entered<'_>, Rejected> {
         self.assert_splittable();
         let mut held = Held::new();
-        self.enter_async_into(&mut held).await?;
+        self.enter_async_into::<true>(&mut held).await?;
         Ok(Entered { held })
     }
 }
@@ -469,17 +469,19 @@ impl<'a> GuardedCall<'a> {
         GuardedCall { held: Held::new() }
     }
 
-    /// Acquires the guards of `plan` as [`Plan::enter_async`] does.
+    /// Acquires the guards of `plan` as [`Plan::enter_async`] does. `LONE` says the plan may
+    /// be a plan of one gate (the macros: a stack of one annotation); a stack of several
+    /// never is, and skips the check for it.
     ///
     /// # Errors
     ///
     /// As [`Plan::enter_async`]; the call then holds nothing.
     #[inline]
-    pub fn enter_async<'c>(
+    pub fn enter_async<'c, const LONE: bool>(
         &'c mut self,
         plan: &'a Plan,
-    ) -> impl Future<Output = Result<(), Rejected>> + use<'c, 'a> {
-        plan.enter_async_into(&mut self.held)
+    ) -> impl Future<Output = Result<(), Rejected>> + use<'c, 'a, LONE> {
+        plan.enter_async_into::<LONE>(&mut self.held)
     }
 
     /// Runs the future `call` as [`Entered::run_async`] does; dropping the returned future
