@@ -236,13 +236,20 @@ pub(super) fn guard_fn(
                 let #plan = #site_plan;
                 // One closure for the body and the refusal's answer, told apart by its
                 // argument: each may take the arguments by value. The runtime runs it on the
-                // plan's own path (a lone gate's permit in a local, no slots to fill).
+                // plan's own path (for a lone gate on an idle chain, its permit in a local).
                 // Bound to a local: the temporaries of a tail expression outlive `#plan`.
                 let #value = #private::run_guarded::<#lone, _>(
                     &#plan,
-                    move |#admission| match #admission {
-                        ::core::result::Result::Ok(()) => { #hint #(#stmts)* }
-                        ::core::result::Result::Err(#rejected) => #on_rejected,
+                    // The hint first, outside the `match`: the arms are then checked against
+                    // the function's return type (inside the first arm, the first arm's type
+                    // was taken for the `match`'s, and a body of the wrong type was reported
+                    // as arms of incompatible types, at the signature).
+                    move |#admission| {
+                        #hint
+                        match #admission {
+                            ::core::result::Result::Ok(()) => { #(#stmts)* }
+                            ::core::result::Result::Err(#rejected) => #on_rejected,
+                        }
                     },
                     #classify,
                 );

@@ -18,8 +18,10 @@ fn arguments(
     __output: u32,
     __result: u32,
     __error: u32,
+    __admission: u32,
+    __call: u32,
 ) -> Result<u32, CallError> {
-    Ok(__plan + __entered + __rejected + __output + __result + __error)
+    Ok(__plan + __entered + __rejected + __output + __result + __error + __admission + __call)
 }
 
 #[bulkhead(name = "ui-hygiene-locals")]
@@ -43,9 +45,19 @@ fn fallback(__plan: u32) -> u32 {
     __plan + 1
 }
 
+// A lone sync gate with a fallback: the body and the fallback are one closure, whose
+// argument is the generated `__admission`.
+#[circuit_breaker(name = "ui-hygiene-lone", fallback = on_rejected)]
+fn lone(__plan: u32) -> u32 {
+    let __admission = 1u32;
+    let __call = 2u32;
+    __plan + __admission + __call
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    assert_eq!(arguments(1, 2, 3, 4, 5, 6), Ok(21));
+    assert_eq!(arguments(1, 2, 3, 4, 5, 6, 7, 8), Ok(36));
     assert_eq!(locals().await, Ok(21));
     assert_eq!(fallback(1), 2);
+    assert_eq!(lone(1), 4);
 }
