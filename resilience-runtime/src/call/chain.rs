@@ -5,10 +5,11 @@
 //! body (a sync call) or of each poll of its future (an async call: linked again at every poll,
 //! so a future handed to another task carries nothing from the task it was created in). The
 //! frame lives on the stack of the function that runs the body, and points at the call's
-//! permits; the thread-local holds only the innermost frame. Linking is two stores, and
+//! permits (or, for a call of one gate, names that gate's instance); the thread-local holds
+//! only the innermost frame. Linking is two stores, and
 //! unlinking a comparison (that frames end in stack order, see [`Unlink`]) and a store,
 //! whatever the number of guards: what every call pays. Walking the frames,
-//! reading the instance ids out of the permits, is left to the rare call that is nested in
+//! reading the instance ids they hold, is left to the rare call that is nested in
 //! another one under a policy that checks.
 //!
 //! Written by hand, in the manner of `scoped-tls` (a thread-local pointer to a value on the
@@ -20,7 +21,7 @@ use std::ptr;
 
 use super::held::Held;
 
-/// One guarded call running on this thread: its permits, the tokio task it runs in (`None`
+/// One guarded call running on this thread: what it holds, the tokio task it runs in (`None`
 /// outside any task), and the call it is nested in.
 ///
 /// A nested call recognises only the frames of its own task: a task that a sync guarded call
@@ -143,11 +144,12 @@ pub(crate) fn chain_holds(id: u64) -> bool {
     }
     let task = tokio::task::try_id();
     while !frame.is_null() {
-        // SAFETY: a frame is linked only by `on_chain`, which unlinks it (restoring its parent)
-        // before its stack frame ends, on return and on unwind, and links frames strictly
-        // nested on this thread: while frames end in stack order, every frame reachable from
-        // `INNERMOST` is alive, and so are the permits it points at, which `on_chain` borrows
-        // for the frame's whole life. A frame ended out of stack order (a stackful coroutine)
+        // SAFETY: a frame is linked only by `link` (through `on_chain` or `on_chain_one`),
+        // which unlinks it (restoring its parent) before its stack frame ends, on return and
+        // on unwind, and links frames strictly nested on this thread: while frames end in stack
+        // order, every frame reachable from `INNERMOST` is alive, and so are the permits a
+        // `Holds::Gates` points at, which `on_chain` borrows for the frame's whole life (a
+        // `Holds::Gate` points at nothing). A frame ended out of stack order (a stackful coroutine)
         // marks the chain broken (see `Unlink`), and a broken chain is not read (above).
         let Frame {
             parent,

@@ -313,7 +313,7 @@ impl Span for Part {
 
 /// Asks one gate: now, or blocking the thread while it makes the call wait.
 #[inline(always)]
-pub(super) fn enter_one<'a, G: HeldSlot>(
+fn enter_one<'a, G: HeldSlot>(
     gate: &'a G,
     held: &mut Held<'a>,
     mode: Mode,
@@ -368,6 +368,10 @@ impl<S: Span, const LONE: bool> Future for EnterAsync<'_, '_, S, LONE> {
         let this = self.get_mut();
         if let Some(held) = this.held.take() {
             let span = this.span;
+            debug_assert!(
+                !LONE || (span.from() == 0 && span.end(this.plan) == this.plan.steps().len()),
+                "only an entry of the whole plan asks a lone gate straight"
+            );
             // A lone gate that makes the call wait took nothing: the general path below asks
             // it again and waits for it (one more ask, on a path that waits anyway; a wait
             // entered from here instead cost the admitted call 10 instructions).

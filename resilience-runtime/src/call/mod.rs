@@ -85,7 +85,7 @@ impl Plan {
     #[inline(always)]
     fn enter_and_run<const LONE: bool, R, O>(
         &self,
-        call: impl Admission<R, O>,
+        call: impl CallOrRefusal<R, O>,
         classify: impl FnOnce(&R) -> CallOutcome,
         ran: impl FnOnce(R) -> O,
     ) -> O {
@@ -398,12 +398,16 @@ pub fn run_guarded<const LONE: bool, R>(
     body: impl FnOnce(Result<(), Rejected>) -> R,
     classify: impl FnOnce(&R) -> CallOutcome,
 ) -> R {
+    debug_assert!(
+        !plan.has_wrappers(),
+        "the macros run plans with wrappers whole"
+    );
     plan.enter_and_run::<LONE, _, _>(Either(body), classify, |result| result)
 }
 
 /// A call not yet made, and what its caller makes of a refusal: exactly one of the two is
 /// used, so both may own the same captures (a macro-guarded function's arguments).
-trait Admission<R, O> {
+trait CallOrRefusal<R, O> {
     /// The guards admitted the call: make it.
     fn admitted(self) -> R;
     /// A guard refused the call.
@@ -413,7 +417,7 @@ trait Admission<R, O> {
 /// The call and the refusal's answer as two closures ([`Plan::call`], [`Plan::run`]).
 struct Split<C, F>(C, F);
 
-impl<R, O, C: FnOnce() -> R, F: FnOnce(Rejected) -> O> Admission<R, O> for Split<C, F> {
+impl<R, O, C: FnOnce() -> R, F: FnOnce(Rejected) -> O> CallOrRefusal<R, O> for Split<C, F> {
     #[inline(always)]
     fn admitted(self) -> R {
         (self.0)()
@@ -428,7 +432,7 @@ impl<R, O, C: FnOnce() -> R, F: FnOnce(Rejected) -> O> Admission<R, O> for Split
 /// Both as one closure, told which by its argument ([`run_guarded`]).
 struct Either<B>(B);
 
-impl<R, B: FnOnce(Result<(), Rejected>) -> R> Admission<R, R> for Either<B> {
+impl<R, B: FnOnce(Result<(), Rejected>) -> R> CallOrRefusal<R, R> for Either<B> {
     #[inline(always)]
     fn admitted(self) -> R {
         (self.0)(Ok(()))
@@ -503,16 +507,15 @@ impl<'a> GuardedCall<'a> {
 impl GuardedCall<'_> {
     /// Ends a call that holds nothing: one that [`run_async`](Self::run_async) completed, or
     /// that was refused. Forgets the empty call in place, so that no drop checks its slots
-    /// again. (Consuming it in `run_async` instead would move the permits just written narrow,
-    /// reading them back wide: a store-forwarding stall.)
+    /// again. (Consuming it in a sync `run`, as the macros once did, moved the permits just
+    /// written narrow and read them back wide: a store-forwarding stall.)
     ///
     /// Only for a call that holds nothing, as the macros use it: one that still held a permit
     /// would leak it (checked in debug builds). Releasing it instead, on a branch, cost the
-    /// macro-guarded sync call 20 instructions of the drop's code inlined around it.
+    /// macro-guarded sync call 20 instructions of the drop's code inlined around it, when the
+    /// sync calls still ended here.
     #[inline(always)]
     pub fn ran(self) {
-        // One predictable branch: should a caller of this hidden API get here still holding a
-        // permit, it is released (as a drop would), not leaked.
         debug_assert!(self.held.is_empty(), "a call that ran holds no permit");
         std::mem::forget(self);
     }
@@ -551,13 +554,13 @@ fn run<R>(
 /// [`Plan::enter_and_run`] for a plan of one gate, on a thread where no guarded call runs (so
 /// there is no re-entry to check): the gate asked, the call run on the chain, the permit
 /// completed, with no walk over the plan's steps or the slots of the other gate kinds, and a
-/// refusal handed straight to the call's refusal (nothing else is held to see it). Against the general
-/// path: 20 instructions fewer per admitted call, 92 fewer per refusal, which is what a lone
-/// breaker answers while it is open (BENCHMARKS.md).
+/// refusal answered at once (nothing else is held to see it). Against the general path it
+/// saved 20 instructions per admitted call and 92 per refusal (what a lone breaker answers
+/// while it is open), and the permit in a local 14 more per admitted call (BENCHMARKS.md).
 #[inline(always)]
 fn one_gate<G: Gate, R, O>(
     gate: &G,
-    call: impl Admission<R, O>,
+    call: impl CallOrRefusal<R, O>,
     classify: impl FnOnce(&R) -> CallOutcome,
     ran: impl FnOnce(R) -> O,
 ) -> O {
