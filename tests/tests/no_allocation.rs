@@ -75,6 +75,17 @@ async fn annotated_async(i: u32) -> Result<u32, CallError> {
     Ok(i)
 }
 
+/// One annotation: the runtime's lone-gate paths.
+#[circuit_breaker(name = "no-alloc-lone")]
+fn lone(i: u32) -> Result<u32, CallError> {
+    Ok(i)
+}
+
+#[circuit_breaker(name = "no-alloc-lone-async")]
+async fn lone_async(i: u32) -> Result<u32, CallError> {
+    Ok(i)
+}
+
 #[bulkhead(name = "no-alloc-three")]
 #[rate_limiter(name = "no-alloc-three")]
 #[circuit_breaker(name = "no-alloc-three")]
@@ -100,6 +111,8 @@ fn the_success_path_of_a_guarded_call_does_not_allocate() {
         let _ = annotated(1);
         let _ = poll_ready(annotated_async(1), &waker);
         let _ = poll_ready(three_gates(1), &waker);
+        let _ = lone(1);
+        let _ = poll_ready(lone_async(1), &waker);
     }
 
     COUNTED.with(|counted| counted.set(true));
@@ -116,10 +129,12 @@ fn the_success_path_of_a_guarded_call_does_not_allocate() {
         assert_eq!(poll_ready(annotated_async(i), &waker), Ok(i));
         // The default rate limiter (50 per 500 ns) has a permission for each of these calls.
         assert_eq!(poll_ready(three_gates(i), &waker), Ok(i));
+        assert_eq!(lone(i), Ok(i));
+        assert_eq!(poll_ready(lone_async(i), &waker), Ok(i));
     }
     let allocated = ALLOCATIONS.load(Ordering::Relaxed) - before;
     COUNTED.with(|counted| counted.set(false));
-    assert_eq!(allocated, 0, "allocations in 6000 guarded calls");
+    assert_eq!(allocated, 0, "allocations in 8000 guarded calls");
     assert_eq!(
         registry
             .circuit_breaker("a")
