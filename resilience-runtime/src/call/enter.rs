@@ -158,18 +158,24 @@ impl Plan {
         Ok(None)
     }
 
-    /// [`enter_from`](Self::enter_from) for a plan of one gate, on a thread where no guarded
-    /// call runs (so there is no re-entry to check): the gate asked straight, without the walk
-    /// over the steps, and a refusal returned as it is (nothing else is held to see it).
-    /// `None` for any other plan, or on a thread where a guarded call runs.
+    /// The gate of a plan of one gate, on a thread where no guarded call runs (so there is no
+    /// re-entry to check): such a call asks it straight, without the walk over the steps, and
+    /// answers its refusal at once (nothing else is held to see it). `None` for any other
+    /// plan, or on a thread where a guarded call runs. The one test of the lone paths, sync
+    /// (`one_gate`) and async ([`enter_lone`](Self::enter_lone)).
+    #[inline(always)]
+    pub(super) fn lone_step(&self) -> Option<&Step> {
+        match self.steps() {
+            [step] if !chain_is_busy() => Some(step),
+            _ => None,
+        }
+    }
+
+    /// [`enter_from`](Self::enter_from) for the gate of [`lone_step`](Self::lone_step), into
+    /// `held`; `None` where there is none.
     #[inline(always)]
     fn enter_lone<'a>(&'a self, held: &mut Held<'a>) -> Option<Result<Entry, Rejected>> {
-        let [step] = self.steps() else {
-            return None;
-        };
-        if chain_is_busy() {
-            return None;
-        }
+        let step = self.lone_step()?;
         held.start(self.order());
         Some(match_step!(step, gate => held.try_enter(&**gate)))
     }
