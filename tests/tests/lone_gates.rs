@@ -1,7 +1,7 @@
 //! Functions with one annotation, the shape most guarded functions have: the runtime runs them
 //! on its lone-gate paths (a sync call's permit in a local; an async call's gate asked without
 //! walking the plan). What users rely on still holds there: a fallback receives the arguments
-//! by value, a classification that panics gives the permit back, a gate that makes the call
+//! by value, a panic in the body or the classification gives the permit back, a gate that makes the call
 //! wait admits it later, a waiter dropped mid-wait takes nothing, and a call nested in a lone
 //! gate's call sees it on the chain.
 
@@ -93,6 +93,53 @@ fn a_lone_gate_s_fallback_receives_self_by_value_and_by_mut_reference() {
     assert_eq!(ledger.add(3), 2, "refused: the fallback gets `&mut self`");
     assert_eq!(ledger.entries, [1, 2], "and the body never ran");
     assert_eq!(ledger.close(), 2, "refused: the fallback gets `self`");
+}
+
+// --- re-entry and a panic in the body -------------------------------------------------------
+
+/// The frame of a lone sync gate's call (its permit in a local) is still seen by the calls
+/// nested in it.
+#[bulkhead(name = "lone-reentry")]
+fn lone_recursive(depth: u32) -> Result<u32, CallError> {
+    if depth == 0 {
+        return Ok(0);
+    }
+    Ok(lone_recursive(depth - 1)? + 1)
+}
+
+#[bulkhead(name = "lone-panic")]
+fn lone_panicking(fail: bool) -> Result<u32, CallError> {
+    assert!(!fail, "a panic in the body of a lone gate");
+    Ok(1)
+}
+
+#[test]
+fn a_lone_gate_re_entered_counts_once_and_a_panic_in_it_gives_its_permit_back() {
+    bulkhead_of("lone-reentry", 1, Duration::ZERO);
+    assert_eq!(
+        lone_recursive(3),
+        Ok(3),
+        "re-entry passes through its own gate"
+    );
+    let metrics = Registry::global().bulkhead("lone-reentry").metrics();
+    assert_eq!(metrics.permitted_calls(), 1);
+    assert_eq!(metrics.rejected_calls(), 0);
+    assert_eq!(metrics.available_concurrent_calls(), 1);
+
+    bulkhead_of("lone-panic", 1, Duration::ZERO);
+    assert!(std::panic::catch_unwind(|| lone_panicking(true)).is_err());
+    let bulkhead = Registry::global().bulkhead("lone-panic");
+    assert_eq!(
+        bulkhead.available_concurrent_calls(),
+        1,
+        "the permit is back"
+    );
+    assert_eq!(
+        lone_panicking(false),
+        Ok(1),
+        "so the bulkhead of one admits again"
+    );
+    assert_eq!(bulkhead.metrics().permitted_calls(), 2);
 }
 
 // --- a classification that panics ---------------------------------------------------------
@@ -212,36 +259,53 @@ async fn a_lone_rate_limiter_waits_for_the_next_cycle_and_a_dropped_waiter_takes
     );
 }
 
-#[bulkhead(name = "lone-async-drop")]
+/// A lone async gate is asked straight, without walking the plan; one that makes the call wait
+/// hands it to the general path, which waits for it.
+#[bulkhead(name = "lone-async-wait")]
 async fn hold_async(until: tokio::sync::oneshot::Receiver<()>) -> Result<u32, CallError> {
     let _ = until.await;
     Ok(1)
 }
 
 #[tokio::test]
-async fn a_lone_async_gate_s_waiter_dropped_mid_wait_holds_nothing() {
-    bulkhead_of("lone-async-drop", 1, Duration::from_secs(60));
-    let bulkhead = Registry::global().bulkhead("lone-async-drop");
+async fn a_lone_async_gate_admits_a_waiter_once_its_permit_is_free_and_a_dropped_one_holds_nothing()
+{
+    bulkhead_of("lone-async-wait", 1, Duration::from_secs(60));
+    let bulkhead = Registry::global().bulkhead("lone-async-wait");
     let (release, until) = tokio::sync::oneshot::channel();
     let holder = tokio::spawn(hold_async(until));
     while bulkhead.available_concurrent_calls() != 0 {
         tokio::task::yield_now().await;
     }
+
+    // Its sender gone, a waiter's body ends as soon as it is admitted.
     let (_, at_once) = tokio::sync::oneshot::channel();
     let dropped = tokio::time::timeout(Duration::from_millis(10), hold_async(at_once)).await;
     assert!(
         dropped.is_err(),
         "it waited for the held permit, then was dropped"
     );
+
+    let (_, at_once) = tokio::sync::oneshot::channel();
+    let waiter = tokio::spawn(hold_async(at_once));
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        !waiter.is_finished(),
+        "the waiter waits for the held permit"
+    );
     release.send(()).unwrap();
     assert_eq!(holder.await.unwrap(), Ok(1));
+    assert_eq!(waiter.await.unwrap(), Ok(1));
     let metrics = bulkhead.metrics();
     assert_eq!(metrics.available_concurrent_calls(), 1, "nothing is held");
     assert_eq!(
         metrics.permitted_calls(),
-        1,
-        "the dropped waiter was never admitted"
+        2,
+        "the holder and the waiter: the dropped waiter was never admitted"
     );
+    assert_eq!(metrics.rejected_calls(), 0);
 }
 
 // --- refusals, and calls nested in a lone gate's call --------------------------------------

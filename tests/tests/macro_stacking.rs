@@ -193,51 +193,6 @@ fn a_guarded_call_re_entering_its_guards_counts_once_and_does_not_reject_itself(
     );
 }
 
-/// A lone sync gate: the runtime runs it on its one-gate path (the permit in a local), whose
-/// frame on the call chain must still be seen by the calls nested in it.
-#[bulkhead(name = "lone-reentry")]
-fn lone_recursive(depth: u32) -> Result<u32, CallError> {
-    if depth == 0 {
-        return Ok(0);
-    }
-    Ok(lone_recursive(depth - 1)? + 1)
-}
-
-#[bulkhead(name = "lone-panic")]
-fn lone_panicking(fail: bool) -> Result<u32, CallError> {
-    assert!(!fail, "a panic in the body of a lone gate");
-    Ok(1)
-}
-
-#[test]
-fn a_lone_gate_re_entered_counts_once_and_a_panic_in_it_gives_its_permit_back() {
-    configure("lone-reentry", 1);
-    assert_eq!(
-        lone_recursive(3),
-        Ok(3),
-        "re-entry passes through its own gate"
-    );
-    let metrics = Registry::global().bulkhead("lone-reentry").metrics();
-    assert_eq!(metrics.permitted_calls(), 1);
-    assert_eq!(metrics.rejected_calls(), 0);
-    assert_eq!(metrics.available_concurrent_calls(), 1);
-
-    configure("lone-panic", 1);
-    assert!(std::panic::catch_unwind(|| lone_panicking(true)).is_err());
-    let bulkhead = Registry::global().bulkhead("lone-panic");
-    assert_eq!(
-        bulkhead.available_concurrent_calls(),
-        1,
-        "the permit is back"
-    );
-    assert_eq!(
-        lone_panicking(false),
-        Ok(1),
-        "so the bulkhead of one admits again"
-    );
-    assert_eq!(bulkhead.metrics().permitted_calls(), 2);
-}
-
 #[bulkhead(name = "stack-reentry-async")]
 #[circuit_breaker(name = "stack-reentry-async")]
 async fn outer_async() -> Result<u32, CallError> {
@@ -277,51 +232,6 @@ async fn an_async_call_chain_re_entering_its_guards_counts_once() {
             .number_of_successful_calls(),
         1
     );
-}
-
-/// A lone async gate: the runtime asks it straight, without walking the plan. One that makes
-/// the call wait hands the call to the general path, which waits for it.
-#[bulkhead(name = "lone-async-wait")]
-async fn lone_async_hold(until: tokio::sync::oneshot::Receiver<()>) -> Result<u32, CallError> {
-    let _ = until.await;
-    Ok(1)
-}
-
-#[tokio::test]
-async fn a_lone_async_gate_that_makes_the_call_wait_admits_it_once_its_permit_is_free() {
-    Registry::global()
-        .configure_bulkhead(
-            "lone-async-wait",
-            BulkheadConfig::builder()
-                .max_concurrent_calls(1)
-                .max_wait_duration(Duration::from_secs(60))
-                .build()
-                .unwrap(),
-        )
-        .unwrap();
-    let bulkhead = Registry::global().bulkhead("lone-async-wait");
-    let (release, until) = tokio::sync::oneshot::channel();
-    let holder = tokio::spawn(lone_async_hold(until));
-    while bulkhead.available_concurrent_calls() != 0 {
-        tokio::task::yield_now().await;
-    }
-    // Its sender gone, the waiter's body ends as soon as it is admitted.
-    let (_, at_once) = tokio::sync::oneshot::channel();
-    let waiter = tokio::spawn(lone_async_hold(at_once));
-    for _ in 0..10 {
-        tokio::task::yield_now().await;
-    }
-    assert!(
-        !waiter.is_finished(),
-        "the waiter waits for the held permit"
-    );
-    release.send(()).unwrap();
-    assert_eq!(holder.await.unwrap(), Ok(1));
-    assert_eq!(waiter.await.unwrap(), Ok(1));
-    let metrics = bulkhead.metrics();
-    assert_eq!(metrics.permitted_calls(), 2);
-    assert_eq!(metrics.rejected_calls(), 0);
-    assert_eq!(metrics.available_concurrent_calls(), 1);
 }
 
 fn is_client_error(e: &CallError) -> bool {
