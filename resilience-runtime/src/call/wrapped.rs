@@ -315,7 +315,7 @@ where
 }
 
 /// How the rest of a plan ended, as a retry around it sees it.
-fn attempted<R>(judge: &impl Judge<R>, result: &Result<R, Rejected>) -> Attempted {
+pub(super) fn attempted<R>(judge: &impl Judge<R>, result: &Result<R, Rejected>) -> Attempted {
     match result {
         Ok(result) => judge.attempted(result),
         Err(rejected) => Attempted::Refused {
@@ -325,7 +325,7 @@ fn attempted<R>(judge: &impl Judge<R>, result: &Result<R, Rejected>) -> Attempte
 }
 
 /// Whether the rest of a plan succeeded, as a time limiter around it counts it.
-fn succeeded<R>(judge: &impl Judge<R>, result: &Result<R, Rejected>) -> bool {
+pub(super) fn succeeded<R>(judge: &impl Judge<R>, result: &Result<R, Rejected>) -> bool {
     match result {
         Ok(result) => !judge.failed(result),
         Err(_) => false,
@@ -448,6 +448,12 @@ impl Plan {
         J: Judge<A::Output>,
     {
         for (index, (_, wrapper)) in self.wrappers().iter().enumerate().rev() {
+            // The gates inside the wrapper record the attempt before the wrapper sees it end,
+            // as in the nested model (a breaker's transition comes before the retry's event).
+            let inside = self.segment(index + 1).gates;
+            if !inside.is_empty() {
+                held.complete_segment(&self.steps()[inside], judge.outcome(output));
+            }
             match wrapper {
                 Wrapper::TimeLimiter(limiter) => limiter.completed(!judge.failed(output)),
                 Wrapper::Retry(retry) => {
@@ -752,6 +758,10 @@ impl Plan {
         J: Judge<O>,
     {
         for (index, (before, wrapper)) in self.wrappers()[..wrappers].iter().enumerate().rev() {
+            // The gates inside the wrapper see the attempt end before the wrapper does, as in
+            // the nested model (those a refusal or a cut-off released already hold nothing).
+            let inside = self.segment(index + 1).gates;
+            finish(held, &self.steps()[inside], judge, result);
             match wrapper {
                 Wrapper::TimeLimiter(limiter) => {
                     if !overran {
@@ -902,23 +912,19 @@ impl<A: Attempt, J> Drop for SegmentGuard<'_, '_, '_, A, J> {
 
 /// Enters the gates of segment `index` as `cx.resume` says: all of them, those from where the
 /// first attempt stopped, or none (held already).
-async fn enter_segment<A, J>(
-    cx: &mut Cx<'_, '_, A, J>,
-    index: usize,
-) -> Result<std::ops::Range<usize>, Rejected>
+async fn enter_segment<A, J>(cx: &mut Cx<'_, '_, A, J>, index: usize) -> Result<(), Rejected>
 where
     A: Attempt,
 {
     let plan = cx.plan;
     let gates = plan.segment(index).gates;
     match cx.resume.entry(index, &gates) {
-        SegmentEntry::Held => {}
+        SegmentEntry::Held => Ok(()),
         SegmentEntry::From(from) => {
-            plan.enter_gates_async_from(from, gates.clone(), &mut *cx.held)
-                .await?;
+            plan.enter_gates_async_from(from, gates, &mut *cx.held)
+                .await
         }
     }
-    Ok(gates)
 }
 
 /// Segment `$index` of an async plan run as nested segments, with `$next` the segment after
@@ -933,15 +939,18 @@ macro_rules! async_segment {
             A::Output: Future,
             J: Judge<<A::Output as Future>::Output>,
         {
-            let gates = enter_segment(cx, $index).await?;
             let plan = cx.plan;
             let judge = cx.judge;
-            let wrapper = plan.segment($index).wrapper;
+            let segment = plan.segment($index);
+            let wrapper = segment.wrapper;
+            // Guarded from before the entry: a segment dropped while a gate makes it wait (a
+            // time limiter outside cut it off) releases the gates it entered already.
             let mut guard = SegmentGuard {
                 cx,
-                gates: &plan.steps()[gates],
+                gates: &plan.steps()[segment.gates],
                 done: false,
             };
+            enter_segment(&mut *guard.cx, $index).await?;
             let result = match wrapper {
                 None => Ok(run_in_place(&mut *guard.cx).await),
                 Some(Wrapper::Retry(retry)) => {
@@ -1001,14 +1010,15 @@ where
         cx.plan.segment(2).wrapper.is_none(),
         "a plan has at most two wrappers"
     );
-    let gates = enter_segment(cx, 2).await?;
     let plan = cx.plan;
     let judge = cx.judge;
+    // Guarded from before the entry, as in `async_segment!`.
     let mut guard = SegmentGuard {
         cx,
-        gates: &plan.steps()[gates],
+        gates: &plan.steps()[plan.segment(2).gates],
         done: false,
     };
+    enter_segment(&mut *guard.cx, 2).await?;
     let result = Ok(run_in_place(&mut *guard.cx).await);
     guard.done = true;
     finish(guard.cx.held, guard.gates, judge, &result);
