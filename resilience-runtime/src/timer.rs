@@ -1,41 +1,14 @@
-//! Timeouts for async waits on any executor: tokio's timer inside a tokio runtime (so paused
+//! Sleeps for async waits on any executor: tokio's timer inside a tokio runtime (so paused
 //! test time applies), else one shared timer thread.
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::pin::{pin, Pin};
+use std::pin::Pin;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use once_cell::sync::Lazy;
-
-/// `future`'s output, or `None` if `limit` passed first. Inside a tokio runtime this is
-/// `tokio::time::timeout` (the runtime must have its time driver enabled, as
-/// `#[tokio::main]` does); on any other executor a shared timer thread wakes the caller.
-pub(crate) async fn timeout<F: Future>(limit: Duration, future: F) -> Option<F::Output> {
-    if tokio::runtime::Handle::try_current().is_ok() {
-        return tokio::time::timeout(limit, future).await.ok();
-    }
-    let Some(deadline) = Instant::now().checked_add(limit) else {
-        return Some(future.await);
-    };
-    let mut future = pin!(future);
-    let mut sleep = Sleep {
-        deadline,
-        registration: None,
-    };
-    std::future::poll_fn(|cx| {
-        if let Poll::Ready(output) = future.as_mut().poll(cx) {
-            return Poll::Ready(Some(output));
-        }
-        match Pin::new(&mut sleep).poll(cx) {
-            Poll::Ready(()) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
-        }
-    })
-    .await
-}
 
 /// Completes after `duration`: `tokio::time::sleep` inside a tokio runtime (the runtime must
 /// have its time driver enabled; paused test time applies), else the shared timer thread. A
@@ -187,6 +160,8 @@ mod tests {
     use std::task::Wake;
     use std::thread::Thread;
 
+    use std::pin::pin;
+
     use super::*;
 
     /// A minimal executor with no tokio runtime: parks the thread until woken.
@@ -206,6 +181,24 @@ mod tests {
             }
             std::thread::park();
         }
+    }
+
+    /// `future`'s output, or `None` if `limit` passed first: a sleep of the shared timer raced
+    /// against a future, the way the guards' waits use it.
+    async fn timeout<F: Future>(limit: Duration, future: F) -> Option<F::Output> {
+        let deadline = Instant::now() + limit;
+        let mut future = pin!(future);
+        let mut sleep = Sleep {
+            deadline,
+            registration: None,
+        };
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(output) = future.as_mut().poll(cx) {
+                return Poll::Ready(Some(output));
+            }
+            Pin::new(&mut sleep).poll(cx).map(|()| None)
+        })
+        .await
     }
 
     #[test]

@@ -28,7 +28,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use crate::blocking::Blocking;
-use crate::clock::Clock;
+use crate::clock::{deadline_after, Clock, Reading};
 use crate::error::Rejected;
 use crate::name::Name;
 use crate::subscribers::{Interest, Subscribers, SubscriptionId};
@@ -421,9 +421,22 @@ impl Bulkhead {
             Ok(()) => return Ok(self.permit()),
             Err(key) => key,
         };
-        let waiter = Waiter::new(&self.semaphore, key);
+        let mut waiter = std::pin::pin!(Waiter::new(&self.semaphore, key));
         let acquired = match wait {
-            Wait::For(wait) => crate::timer::timeout(wait, waiter).await.is_some(),
+            // Timed on the bulkhead's clock, as every other wait of a guard: a manual clock
+            // moves it, the system clock sleeps on tokio's timer (or the shared timer thread).
+            Wait::For(wait) => {
+                let deadline = deadline_after(self.clock.read(Reading::Precise), wait);
+                let mut expired =
+                    std::pin::pin!(self.clock.sleep_until(Reading::Precise, deadline));
+                std::future::poll_fn(|cx| {
+                    if waiter.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(true);
+                    }
+                    expired.as_mut().poll(cx).map(|()| false)
+                })
+                .await
+            }
             Wait::Reject | Wait::Forever => {
                 waiter.await;
                 true
