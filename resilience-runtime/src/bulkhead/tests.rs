@@ -183,6 +183,30 @@ fn a_zero_wait_rejects_at_once_without_a_runtime() {
 }
 
 #[test]
+fn an_async_wait_times_out_on_the_bulkhead_s_clock() {
+    let clock = ManualClock::new();
+    let bulkhead = Bulkhead::with_clock(
+        "test",
+        config(1, Duration::from_millis(100), true),
+        Clock::from(clock.clone()),
+    );
+    let _held = bulkhead.try_acquire().unwrap();
+    let mut waiting = Box::pin(bulkhead.acquire());
+    let mut cx = Context::from_waker(Waker::noop());
+    // An hour of wall time would not end it: only the bulkhead's clock does.
+    assert!(waiting.as_mut().poll(&mut cx).is_pending());
+    clock.advance(Duration::from_millis(99));
+    assert!(waiting.as_mut().poll(&mut cx).is_pending());
+    clock.advance(Duration::from_millis(1));
+    match waiting.as_mut().poll(&mut cx) {
+        Poll::Ready(refused) => assert_eq!(expect_full(refused), Duration::from_millis(100)),
+        Poll::Pending => panic!("still waiting at its max_wait_duration"),
+    }
+    drop(waiting);
+    assert_eq!(waiters(&bulkhead), (0, 0));
+}
+
+#[test]
 fn a_free_permit_needs_no_runtime_whatever_the_wait() {
     let bulkhead = bulkhead(1, Duration::from_secs(5), true);
     let permit = block_on(bulkhead.acquire()).unwrap();
