@@ -100,6 +100,10 @@ pub use resilience_macros::retry;
 #[doc(inline)]
 pub use resilience_macros::time_limiter;
 
+/// The reference execution of a plan, for the differential tests. Not a public API.
+#[doc(hidden)]
+pub use call::reference as __reference;
+
 /// What the attribute macros expand to. Not a public API: names here change without notice.
 #[doc(hidden)]
 pub mod __private {

@@ -206,6 +206,13 @@ enum Place {
     Wrapper(usize),
 }
 
+/// One guard of a plan, in execution order: a gate, or a wrapper of the rest.
+pub(crate) enum Layer<'p> {
+    Gate(&'p Step),
+    Retry(&'p Retry),
+    TimeLimiter(&'p TimeLimiter),
+}
+
 /// One segment of a plan run as nested segments: gates, then the wrapper (if any) that wraps
 /// the segments after it.
 pub(crate) struct Segment<'p> {
@@ -500,6 +507,17 @@ impl Plan {
     /// The registry generation this plan was resolved at.
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// Guard `index` in execution order (0 is the outermost); `None` past the last.
+    pub(crate) fn layer(&self, index: usize) -> Option<Layer<'_>> {
+        Some(match *self.layout.get(index)? {
+            Place::Gate(i) => Layer::Gate(&self.steps[i]),
+            Place::Wrapper(i) => match &self.wrappers[i].1 {
+                Wrapper::Retry(retry) => Layer::Retry(retry),
+                Wrapper::TimeLimiter(limiter) => Layer::TimeLimiter(limiter),
+            },
+        })
     }
 
     /// The process-wide id of every guard, in execution order.

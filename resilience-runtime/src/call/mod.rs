@@ -5,6 +5,7 @@
 mod chain;
 mod enter;
 mod held;
+pub mod reference;
 mod wrapped;
 
 pub(crate) use held::Held;

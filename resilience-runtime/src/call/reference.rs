@@ -1,0 +1,338 @@
+//! The reference execution of a plan: one level per guard, written for clarity and not for
+//! speed, against which every entry is held by the differential test
+//! (`tests/tests/differential.rs`). Not an API: reachable as `__reference` for that test.
+//!
+//! Each guard of the plan, in execution order, is one level that runs the levels after it:
+//!
+//! - a gate is asked (passed through if the call chain already holds it, as the re-entrancy
+//!   policy says), runs the rest holding its permit, then records how the rest ended and
+//!   releases the permit: an outcome, a refusal from further in, or nothing (a panic, a
+//!   dropped future, a time limiter that cut the rest off);
+//! - a retry runs the rest, and again after each attempt it retries, waiting between them;
+//! - a time limiter runs the rest under its timer (async), or counts how it ended (sync: a
+//!   thread cannot be cut off);
+//! - past the last guard, the call runs with every permit held on the call chain.
+//!
+//! It shares with the engine only the aspects' own steps (a gate's admission and permit, a
+//! retry's `Attempts`, a time limiter's `Limit`) and the permits' store and chain: what is
+//! compared is how the engine joins them.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+
+use super::chain::{chain_holds, on_chain};
+use super::held::{Held, HeldSlot};
+use super::wrapped::{attempted, succeeded, Attempt, ByOutcome, Judge, Judged, Once, Repeat};
+use crate::error::Rejected;
+use crate::gate::Entry;
+use crate::outcome::CallOutcome;
+use crate::plan::{match_step, Layer, Plan, ReentrancyPolicy, Step};
+use crate::retry::Next;
+
+/// [`Plan::run`] (or, `once`, a call that can be made once), the reference way. Waits block
+/// the thread.
+pub fn run<R>(
+    plan: &Plan,
+    call: impl FnMut() -> R,
+    classify: impl Fn(&R) -> CallOutcome,
+    once: bool,
+) -> Result<R, Rejected> {
+    let judge = ByOutcome(classify);
+    if once {
+        start(plan, &mut Once(Some(call)), &judge)
+    } else {
+        start(plan, &mut Repeat(call), &judge)
+    }
+}
+
+/// A guarded function's call (the macros' judge: `classify` for the breakers, `failed` for
+/// the time limiter and the retry, `retry_on` for which failures the retry retries), the
+/// reference way.
+pub fn run_judged<R>(
+    plan: &Plan,
+    call: impl FnMut() -> R,
+    classify: impl Fn(&R) -> CallOutcome,
+    failed: impl Fn(&R) -> bool,
+    retry_on: impl Fn(&R) -> bool,
+) -> Result<R, Rejected> {
+    let judge = Judged {
+        classify,
+        failed,
+        retry_on,
+    };
+    start(plan, &mut Repeat(call), &judge)
+}
+
+/// [`Plan::run_async`] (or, `once`, [`Plan::run_future`]), the reference way.
+pub async fn run_async<R, F: Future<Output = R>>(
+    plan: &Plan,
+    mut call: impl FnMut() -> F,
+    classify: impl Fn(&R) -> CallOutcome,
+    once: bool,
+) -> Result<R, Rejected> {
+    let judge = ByOutcome(classify);
+    if once {
+        start_async(plan, &mut Once(Some(&mut call)), &judge).await
+    } else {
+        start_async(plan, &mut Repeat(&mut call), &judge).await
+    }
+}
+
+/// [`run_judged`] for an `async fn` (`once`: its body's future made once).
+pub async fn run_judged_async<R, F: Future<Output = R>>(
+    plan: &Plan,
+    mut call: impl FnMut() -> F,
+    classify: impl Fn(&R) -> CallOutcome,
+    failed: impl Fn(&R) -> bool,
+    retry_on: impl Fn(&R) -> bool,
+    once: bool,
+) -> Result<R, Rejected> {
+    let judge = Judged {
+        classify,
+        failed,
+        retry_on,
+    };
+    if once {
+        start_async(plan, &mut Once(Some(&mut call)), &judge).await
+    } else {
+        start_async(plan, &mut Repeat(&mut call), &judge).await
+    }
+}
+
+fn start<A: Attempt, J: Judge<A::Output>>(
+    plan: &Plan,
+    attempt: &mut A,
+    judge: &J,
+) -> Result<A::Output, Rejected> {
+    if let Some(rejected) = plan.unconfigured() {
+        return Err(rejected);
+    }
+    // Dropped by a panic, `held` releases what it still holds, recording nothing.
+    let mut held = Held::new();
+    held.start(plan.order());
+    level(plan, 0, &mut held, attempt, judge)
+}
+
+/// Guard `index` of the plan and the rest after it, blocking where they wait.
+fn level<'a, A: Attempt, J: Judge<A::Output>>(
+    plan: &'a Plan,
+    index: usize,
+    held: &mut Held<'a>,
+    attempt: &mut A,
+    judge: &J,
+) -> Result<A::Output, Rejected> {
+    match plan.layer(index) {
+        None => Ok(on_chain(held, || attempt.attempt())),
+        Some(Layer::Gate(step)) => {
+            if !admit(plan, step, held)? {
+                return level(plan, index + 1, held, attempt, judge);
+            }
+            let result = level(plan, index + 1, held, attempt, judge);
+            release(held, step, judge, &result);
+            result
+        }
+        Some(Layer::Retry(retry)) => {
+            let mut attempts = retry.attempts_blocking();
+            loop {
+                let result = level(plan, index + 1, held, attempt, judge);
+                match attempts.after(attempted(judge, &result), attempt.repeatable()) {
+                    Next::Stop => return result,
+                    Next::RetryAfter(wait) => {
+                        drop(result);
+                        retry.sleep_blocking(wait);
+                    }
+                }
+            }
+        }
+        Some(Layer::TimeLimiter(limiter)) => {
+            let result = level(plan, index + 1, held, attempt, judge);
+            limiter.completed(succeeded(judge, &result));
+            result
+        }
+    }
+}
+
+async fn start_async<A, J>(
+    plan: &Plan,
+    attempt: &mut A,
+    judge: &J,
+) -> Result<<A::Output as Future>::Output, Rejected>
+where
+    A: Attempt,
+    A::Output: Future,
+    J: Judge<<A::Output as Future>::Output>,
+{
+    if let Some(rejected) = plan.unconfigured() {
+        return Err(rejected);
+    }
+    let mut held = Held::new();
+    held.start(plan.order());
+    level_async(plan, 0, &mut held, attempt, judge).await
+}
+
+type Boxed<'f, T> = Pin<Box<dyn Future<Output = T> + 'f>>;
+
+/// Guard `index` of the plan and the rest after it, waiting asynchronously. Dropped before it
+/// ends (the caller gave up, or a time limiter outside cut it off), a level releases its gate
+/// recording nothing, after the levels inside it.
+fn level_async<'f, 'a: 'f, A, J>(
+    plan: &'a Plan,
+    index: usize,
+    held: &'f mut Held<'a>,
+    attempt: &'f mut A,
+    judge: &'f J,
+) -> Boxed<'f, Result<<A::Output as Future>::Output, Rejected>>
+where
+    A: Attempt,
+    A::Output: Future,
+    J: Judge<<A::Output as Future>::Output>,
+{
+    Box::pin(async move {
+        match plan.layer(index) {
+            None => Ok(call_on_chain(held, attempt.attempt()).await),
+            Some(Layer::Gate(step)) => {
+                if !admit_async(plan, step, held).await? {
+                    return level_async(plan, index + 1, held, attempt, judge).await;
+                }
+                let mut holding = Holding {
+                    held,
+                    step,
+                    running: true,
+                };
+                let result = level_async(plan, index + 1, &mut *holding.held, attempt, judge).await;
+                holding.running = false;
+                release(holding.held, step, judge, &result);
+                result
+            }
+            Some(Layer::Retry(retry)) => {
+                let mut attempts = retry.attempts();
+                loop {
+                    let result = level_async(plan, index + 1, &mut *held, attempt, judge).await;
+                    match attempts.after(attempted(judge, &result), attempt.repeatable()) {
+                        Next::Stop => return result,
+                        Next::RetryAfter(wait) => {
+                            drop(result);
+                            retry.sleep(wait).await;
+                        }
+                    }
+                }
+            }
+            Some(Layer::TimeLimiter(limiter)) => {
+                let rest = level_async(plan, index + 1, held, attempt, judge);
+                limiter.limit(rest, |result| succeeded(judge, result)).await
+            }
+        }
+    })
+}
+
+/// Polls the call's future with the call's permits on the call chain, and drops it there,
+/// whether it completes or is given up (its destructors are part of the call).
+async fn call_on_chain<F: Future>(held: &Held<'_>, call: F) -> F::Output {
+    struct OnChain<'h, 'a, F> {
+        held: &'h Held<'a>,
+        call: Option<Pin<Box<F>>>,
+    }
+    impl<F> Drop for OnChain<'_, '_, F> {
+        fn drop(&mut self) {
+            let call = &mut self.call;
+            on_chain(self.held, || *call = None);
+        }
+    }
+    let mut running = OnChain {
+        held,
+        call: Some(Box::pin(call)),
+    };
+    std::future::poll_fn(|cx| {
+        let OnChain { held, call } = &mut running;
+        on_chain(held, || {
+            let polled = call.as_mut().map_or(Poll::Pending, |f| f.as_mut().poll(cx));
+            if polled.is_ready() {
+                *call = None;
+            }
+            polled
+        })
+    })
+    .await
+}
+
+/// A gate's permit held while the rest runs: released, recording nothing, if the level is
+/// dropped before the rest ends.
+struct Holding<'h, 'a> {
+    held: &'h mut Held<'a>,
+    step: &'a Step,
+    /// The rest has not ended yet.
+    running: bool,
+}
+
+impl Drop for Holding<'_, '_> {
+    fn drop(&mut self) {
+        if self.running {
+            self.held.abandon_segment(std::slice::from_ref(self.step));
+        }
+    }
+}
+
+/// The gate `step` records how the rest of the plan ended, and its permit goes.
+fn release<R>(
+    held: &mut Held<'_>,
+    step: &Step,
+    judge: &impl Judge<R>,
+    result: &Result<R, Rejected>,
+) {
+    let step = std::slice::from_ref(step);
+    match result {
+        Ok(output) => held.complete_segment(step, judge.outcome(output)),
+        Err(rejected) => held.rejected_segment(step, rejected),
+    }
+}
+
+/// Asks the gate `step` for the call, blocking while it makes the call wait: `Ok(true)` holding its permit, `Ok(false)` passing
+/// through it (the call chain holds it already), `Err` refused.
+fn admit<'a>(plan: &Plan, step: &'a Step, held: &mut Held<'a>) -> Result<bool, Rejected> {
+    if !reentry_admitted(plan, step)? {
+        return Ok(false);
+    }
+    match_step!(step, gate => enter_blocking(&**gate, held))?;
+    Ok(true)
+}
+
+async fn admit_async<'a>(
+    plan: &Plan,
+    step: &'a Step,
+    held: &mut Held<'a>,
+) -> Result<bool, Rejected> {
+    if !reentry_admitted(plan, step)? {
+        return Ok(false);
+    }
+    match_step!(step, gate => enter_async(&**gate, held).await)?;
+    Ok(true)
+}
+
+/// The re-entrancy policy at `step`: whether to ask it (`false`: pass through).
+fn reentry_admitted(plan: &Plan, step: &Step) -> Result<bool, Rejected> {
+    if plan.policy() == ReentrancyPolicy::Allow || !chain_holds(step.id()) {
+        return Ok(true);
+    }
+    match plan.policy() {
+        ReentrancyPolicy::Reject => Err(Rejected::Reentrant {
+            aspect: step.aspect(),
+            name: step.name().clone(),
+        }),
+        ReentrancyPolicy::PassThrough | ReentrancyPolicy::Allow => Ok(false),
+    }
+}
+
+fn enter_blocking<'a, G: HeldSlot>(gate: &'a G, held: &mut Held<'a>) -> Result<(), Rejected> {
+    if held.try_enter(gate)? == Entry::MustWait {
+        held.hold::<G>(gate.enter_blocking()?);
+    }
+    Ok(())
+}
+
+async fn enter_async<'a, G: HeldSlot>(gate: &'a G, held: &mut Held<'a>) -> Result<(), Rejected> {
+    if held.try_enter(gate)? == Entry::MustWait {
+        held.hold::<G>(gate.enter_async().await?);
+    }
+    Ok(())
+}

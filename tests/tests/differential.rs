@@ -1,0 +1,1144 @@
+//! Every entry of the engine against the reference execution of a plan
+//! (`resilience_runtime::__reference`), on random plans, configurations and scripts.
+//!
+//! A case is a set of guards (any subset of the five aspects), a random precedence, small
+//! configurations near their limits, and a few calls in a row on one registry, each with a
+//! script: how long each attempt takes and how it ends (`Ok`, a failure, an ignored error, a
+//! panic), bulkhead permits held by someone else, time passing before the call, and for async
+//! calls a caller that gives up after some polls; an attempt may also call through the same
+//! plan again (a re-entry, under a random re-entrancy policy). The same case runs once through
+//! the reference and once through each entry, each on a registry of its own with a manual
+//! clock; after every call the two must agree on the result, the attempts the body saw (and
+//! those it was dropped in), every instance's metrics, the breaker's state, the permits left,
+//! and the event log.
+//!
+//! The entries: `Plan::{run, call, enter + Entered::run}` (sync), `Plan::{run_async,
+//! call_async, run_future, call_future, enter_async + Entered::run_async}`, and annotated
+//! functions of every shape the macros expand differently (one annotation or several, with
+//! and without a wrapper, a fallback, methods), which reach every `__private` entry. Sync
+//! calls never wait for a gate here (a blocking wait on a manual clock has no one to move the
+//! clock); their waits are covered by the bulkhead's and the rate limiter's own tests.
+//!
+//! Time is the manual clock's: a sync body moves it by its latency; an async body is pending
+//! until the clock reaches its end, and the driver moves the clock one tick after every poll
+//! that leaves the call pending (so a time limiter, a gate's wait or a retry's wait all pass
+//! in ticks, the same way for every entry).
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Once;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
+use resilience_runtime::__private::{classify, is_err, retry_on};
+use resilience_runtime::__reference as reference;
+use resilience_runtime::{
+    bulkhead, circuit_breaker, rate_limiter, retry, time_limiter, Aspect, BulkheadConfig,
+    CallOutcome, CircuitBreakerConfig, Guard, ManualClock, Plan, RateLimiterConfig,
+    ReentrancyPolicy, Registry, Rejected, RetryConfig, SlidingWindow, TimeLimiterConfig,
+};
+
+/// Every instance of a case is called this.
+const NAME: &str = "diff";
+
+/// How far the driver moves the clock after a poll that leaves a call pending.
+const TICK: Duration = Duration::from_millis(10);
+
+/// A bound on the polls of one call: every scripted wait ends long before it.
+const MAX_POLLS: u32 = 2_000;
+
+// ----- the script -----
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ends {
+    Ok,
+    /// An error the breakers record and the retry retries.
+    Fail,
+    /// An error the breakers ignore and the retry does not retry (a client error).
+    Ignore,
+    Panic,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct AttemptScript {
+    /// In ticks.
+    latency: u32,
+    ends: Ends,
+    /// Whether the attempt makes a call through the same plan (a re-entry, which the policy
+    /// decides), before it ends.
+    nested: bool,
+}
+
+#[derive(Clone, Debug)]
+struct CallScript {
+    /// Ticks the clock moves before the call.
+    advance: u32,
+    /// Bulkhead permits someone else holds when the call starts.
+    occupied: u32,
+    /// Async: the polls after which those permits come free (sync: after the call).
+    freed_after: u32,
+    /// Async: the polls after which the caller gives up (drops the call).
+    dropped_after: Option<u32>,
+    /// Attempt `n` follows `attempts[n]`, the last one every attempt after it.
+    attempts: Vec<AttemptScript>,
+}
+
+#[derive(Clone, Debug)]
+struct Case {
+    guards: Vec<Aspect>,
+    precedence: Vec<(Aspect, i32)>,
+    max_concurrent_calls: u32,
+    max_wait: u32,
+    limit_for_period: u32,
+    rate_timeout: u32,
+    max_attempts: u32,
+    retry_wait: u32,
+    retry_on_rejection: bool,
+    window: u32,
+    minimum_calls: u32,
+    slow_call_ticks: u32,
+    record_rejections: bool,
+    timeout: u32,
+    cancel: bool,
+    policy: ReentrancyPolicy,
+    calls: Vec<CallScript>,
+}
+
+fn ticks(n: u32) -> Duration {
+    TICK * n
+}
+
+impl Case {
+    fn guards(&self) -> Vec<Guard<'static>> {
+        self.guards.iter().map(|a| Guard::new(*a, NAME)).collect()
+    }
+
+    fn has(&self, aspect: Aspect) -> bool {
+        self.guards.contains(&aspect)
+    }
+
+    fn has_wrappers(&self) -> bool {
+        self.has(Aspect::Retry) || self.has(Aspect::TimeLimiter)
+    }
+
+    /// A registry of its own, on a manual clock, configured for the case.
+    fn registry(&self) -> (Registry, ManualClock) {
+        let clock = ManualClock::new();
+        let registry = Registry::with_clock(clock.clone());
+        registry.keep_recent_events(4096);
+        registry.set_reentrancy_policy(self.policy);
+        for (aspect, precedence) in &self.precedence {
+            registry.set_precedence(*aspect, *precedence).unwrap();
+        }
+        registry
+            .configure_bulkhead(
+                NAME,
+                BulkheadConfig::builder()
+                    .max_concurrent_calls(self.max_concurrent_calls)
+                    .max_wait_duration(ticks(self.max_wait))
+                    .build()
+                    .unwrap(),
+            )
+            .unwrap();
+        registry
+            .configure_rate_limiter(
+                NAME,
+                RateLimiterConfig::builder()
+                    .limit_for_period(self.limit_for_period)
+                    .limit_refresh_period(ticks(10))
+                    .timeout_duration(ticks(self.rate_timeout))
+                    .build()
+                    .unwrap(),
+            )
+            .unwrap();
+        registry
+            .configure_retry(
+                NAME,
+                RetryConfig::builder()
+                    .max_attempts(self.max_attempts)
+                    .wait_duration(ticks(self.retry_wait))
+                    .retry_on_rejection(self.retry_on_rejection)
+                    .build()
+                    .unwrap(),
+            )
+            .unwrap();
+        registry
+            .configure_circuit_breaker(
+                NAME,
+                CircuitBreakerConfig::builder()
+                    .failure_rate_threshold(50.0)
+                    .slow_call_rate_threshold(50.0)
+                    .slow_call_duration_threshold(ticks(self.slow_call_ticks))
+                    .sliding_window(SlidingWindow::CountBased(self.window))
+                    .minimum_number_of_calls(self.minimum_calls)
+                    .wait_duration_in_open_state(ticks(5))
+                    .permitted_calls_in_half_open_state(1)
+                    .record_rejections(self.record_rejections)
+                    .build()
+                    .unwrap(),
+            )
+            .unwrap();
+        registry
+            .configure_time_limiter(
+                NAME,
+                TimeLimiterConfig::builder()
+                    .timeout_duration(ticks(self.timeout))
+                    .cancel_running_future(self.cancel)
+                    .build()
+                    .unwrap(),
+            )
+            .unwrap();
+        (registry, clock)
+    }
+}
+
+// ----- the body -----
+
+#[derive(Debug, Clone, PartialEq)]
+enum E {
+    Rejected(Rejected),
+    /// A fallback's answer to a refusal.
+    Fallback(Rejected),
+    Fail(u32),
+    Ignore(u32),
+}
+
+impl From<Rejected> for E {
+    fn from(rejected: Rejected) -> Self {
+        E::Rejected(rejected)
+    }
+}
+
+/// What one call through an entry ends in: its result, or a refusal.
+type Out = Result<Result<u32, E>, Rejected>;
+
+fn is_ignored(e: &E) -> bool {
+    matches!(e, E::Ignore(_))
+}
+
+fn is_retryable(e: &E) -> bool {
+    !matches!(e, E::Ignore(_))
+}
+
+/// The breakers' classification of every run: an ignored error is neither a success nor a
+/// failure.
+fn classify3(result: &Result<u32, E>) -> CallOutcome {
+    classify(result, is_ignored, |_| true)
+}
+
+/// What the body saw: each attempt started, ended, or given up (its future dropped before it
+/// ended).
+type Log = Rc<RefCell<Vec<String>>>;
+
+/// One call's body: made again for each attempt, each following its attempt's script.
+#[derive(Clone)]
+struct Body {
+    script: Rc<Vec<AttemptScript>>,
+    /// The plan a nested call goes through.
+    plan: Plan,
+    clock: ManualClock,
+    log: Log,
+    attempt: Rc<RefCell<usize>>,
+}
+
+const PANIC: &str = "a scripted panic";
+
+impl Body {
+    fn next(&self) -> (u32, AttemptScript) {
+        let mut attempt = self.attempt.borrow_mut();
+        let n = *attempt;
+        *attempt += 1;
+        let script = self.script[n.min(self.script.len() - 1)];
+        self.log.borrow_mut().push(format!("start {n}"));
+        (n as u32, script)
+    }
+
+    fn end(&self, n: u32, ends: Ends) -> Result<u32, E> {
+        self.log.borrow_mut().push(format!("end {n}"));
+        match ends {
+            Ends::Ok => Ok(n),
+            Ends::Fail => Err(E::Fail(n)),
+            Ends::Ignore => Err(E::Ignore(n)),
+            Ends::Panic => std::panic::panic_any(PANIC),
+        }
+    }
+
+    /// A sync attempt: its latency passes on the clock while it runs.
+    fn run(&self) -> Result<u32, E> {
+        let (n, script) = self.next();
+        self.clock.advance(ticks(script.latency));
+        if script.nested {
+            // Through the reference: what is compared is the call chain the outer call left.
+            let nested = reference::run(&self.plan, || Ok(99), classify3, false);
+            self.log_nested(nested);
+        }
+        self.end(n, script.ends)
+    }
+
+    fn log_nested(&self, nested: Out) {
+        self.log
+            .borrow_mut()
+            .push(format!("nested {}", result_of(nested)));
+    }
+
+    /// An async attempt: pending until its latency has passed on the clock (which the
+    /// driver moves); logged as given up if dropped before.
+    fn run_async(&self) -> impl Future<Output = Result<u32, E>> + 'static {
+        let body = self.clone();
+        async move {
+            let (n, script) = body.next();
+            let end = body.clock.now() + ticks(script.latency);
+            let mut pending = GiveUp {
+                log: body.log.clone(),
+                n,
+                armed: true,
+            };
+            std::future::poll_fn(|_| {
+                if body.clock.now() >= end {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending
+                }
+            })
+            .await;
+            if script.nested {
+                // Awaited in the body, so that a gate's wait passes in ticks as every other.
+                let nested =
+                    reference::run_async(&body.plan, || async { Ok(99) }, classify3, false).await;
+                body.log_nested(nested);
+            }
+            pending.armed = false;
+            body.end(n, script.ends)
+        }
+    }
+}
+
+struct GiveUp {
+    log: Log,
+    n: u32,
+    armed: bool,
+}
+
+impl Drop for GiveUp {
+    fn drop(&mut self) {
+        if self.armed {
+            self.log.borrow_mut().push(format!("dropped {}", self.n));
+        }
+    }
+}
+
+// ----- what is compared -----
+
+/// Everything a user can see of a registry's instances after a call.
+fn observe(registry: &Registry) -> Vec<String> {
+    let bulkhead = registry.bulkhead(NAME);
+    let limiter = registry.rate_limiter(NAME);
+    let breaker = registry.circuit_breaker(NAME);
+    let mut seen = vec![
+        format!("{:?}", bulkhead.metrics()),
+        format!(
+            "rate limiter: {} available, {:?}",
+            limiter.available_permissions(),
+            limiter.metrics()
+        ),
+        format!("breaker: {:?} {:?}", breaker.state(), breaker.metrics()),
+        format!("{:?}", registry.retry(NAME).metrics()),
+        format!("{:?}", registry.time_limiter(NAME).metrics()),
+    ];
+    seen.extend(registry.recent_events().iter().map(|e| {
+        format!(
+            "event {:?} {} {}: {}",
+            e.aspect(),
+            e.name(),
+            e.kind(),
+            e.message()
+        )
+    }));
+    seen
+}
+
+/// One call as the test saw it.
+#[derive(Debug, PartialEq)]
+struct Seen {
+    result: String,
+    body: Vec<String>,
+    after: Vec<String>,
+}
+
+/// A call's result, in words common to every entry.
+fn result_of(result: Out) -> String {
+    match result {
+        Ok(Ok(n)) => format!("ok {n}"),
+        Ok(Err(E::Fail(n))) => format!("failed {n}"),
+        Ok(Err(E::Ignore(n))) => format!("ignored {n}"),
+        Ok(Err(E::Rejected(r))) | Err(r) => format!("refused: {r:?}"),
+        Ok(Err(E::Fallback(r))) => format!("fallback: {r:?}"),
+    }
+}
+
+/// What a call ended in, besides its result.
+enum Ended<T> {
+    Returned(T),
+    Panicked,
+    Dropped,
+}
+
+fn ended_as(ended: Ended<Out>) -> String {
+    match ended {
+        Ended::Returned(result) => result_of(result),
+        Ended::Panicked => "panicked".into(),
+        Ended::Dropped => "dropped".into(),
+    }
+}
+
+// ----- running a case -----
+
+/// One way into the engine, run on `plan` for one call.
+type SyncEntry<'e> = &'e dyn Fn(&Case, &Plan, &Body) -> Out;
+
+/// Runs every call of `case` on a fresh registry through `entry`, sync.
+fn run_sync(case: &Case, entry: SyncEntry<'_>) -> Vec<Seen> {
+    let (registry, clock) = case.registry();
+    let plan = registry.plan(&case.guards()).unwrap();
+    let mut seen = Vec::new();
+    for call in &case.calls {
+        clock.advance(ticks(call.advance));
+        let log = Log::default();
+        let body = Body {
+            script: Rc::new(call.attempts.clone()),
+            plan: plan.clone(),
+            clock: clock.clone(),
+            log: log.clone(),
+            attempt: Rc::default(),
+        };
+        let bulkhead = registry.bulkhead(NAME);
+        let permits: Vec<_> = (0..call.occupied)
+            .filter_map(|_| bulkhead.try_acquire().ok())
+            .collect();
+        let ended = match catch_unwind(AssertUnwindSafe(|| {
+            registry.scope(|| entry(case, &plan, &body))
+        })) {
+            Ok(result) => Ended::Returned(result),
+            Err(_) => Ended::Panicked,
+        };
+        drop(permits);
+        seen.push(Seen {
+            result: ended_as(ended),
+            body: log.take(),
+            after: observe(&registry),
+        });
+    }
+    seen
+}
+
+/// The future of one call through an async entry.
+type CallFuture<'a> = Pin<Box<dyn Future<Output = Out> + 'a>>;
+
+/// An async entry: the future of one call on `plan`.
+type AsyncEntry<'e> = &'e dyn for<'a> Fn(&'a Case, &'a Plan, &'a Body) -> CallFuture<'a>;
+
+/// Runs every call of `case` on a fresh registry through `entry`, polled by hand.
+fn run_async(case: &Case, entry: AsyncEntry<'_>) -> Vec<Seen> {
+    let (registry, clock) = case.registry();
+    let plan = registry.plan(&case.guards()).unwrap();
+    let mut seen = Vec::new();
+    for call in &case.calls {
+        clock.advance(ticks(call.advance));
+        let log = Log::default();
+        let body = Body {
+            script: Rc::new(call.attempts.clone()),
+            plan: plan.clone(),
+            clock: clock.clone(),
+            log: log.clone(),
+            attempt: Rc::default(),
+        };
+        let bulkhead = registry.bulkhead(NAME);
+        let mut permits: Vec<_> = (0..call.occupied)
+            .filter_map(|_| bulkhead.try_acquire().ok())
+            .collect();
+        let ended = {
+            let future = registry.scope_async(entry(case, &plan, &body));
+            drive(future, &clock, call, &mut permits)
+        };
+        drop(permits);
+        seen.push(Seen {
+            result: ended_as(ended),
+            body: log.take(),
+            after: observe(&registry),
+        });
+    }
+    seen
+}
+
+/// Polls `future` until it ends, moving the clock a tick after each poll that leaves it
+/// pending; frees the occupied permits and gives up as `call` says.
+fn drive<F: Future, P>(
+    future: F,
+    clock: &ManualClock,
+    call: &CallScript,
+    permits: &mut Vec<P>,
+) -> Ended<F::Output> {
+    let mut future = Box::pin(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    for polls in 0..MAX_POLLS {
+        if polls == call.freed_after {
+            permits.clear();
+        }
+        if call.dropped_after == Some(polls) {
+            drop(future);
+            return Ended::Dropped;
+        }
+        match catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx))) {
+            Ok(Poll::Ready(output)) => return Ended::Returned(output),
+            Ok(Poll::Pending) => clock.advance(TICK),
+            Err(_) => {
+                drop(future);
+                return Ended::Panicked;
+            }
+        }
+    }
+    panic!("a call still pending after {MAX_POLLS} polls");
+}
+
+// ----- the entries -----
+
+fn reference_sync(_: &Case, plan: &Plan, body: &Body) -> Out {
+    reference::run(plan, || body.run(), classify3, false)
+}
+
+fn reference_sync_judged(_: &Case, plan: &Plan, body: &Body) -> Out {
+    reference::run_judged(
+        plan,
+        || body.run(),
+        classify3,
+        is_err,
+        |r| retry_on(r, is_retryable),
+    )
+}
+
+fn reference_sync_of_result(_: &Case, plan: &Plan, body: &Body) -> Out {
+    reference::run(plan, || body.run(), CallOutcome::of_result, false)
+}
+
+fn plan_call(_: &Case, plan: &Plan, body: &Body) -> Out {
+    Ok(plan.call(|| body.run()))
+}
+
+fn plan_run(_: &Case, plan: &Plan, body: &Body) -> Out {
+    plan.run(|| body.run(), classify3)
+}
+
+fn plan_enter(_: &Case, plan: &Plan, body: &Body) -> Out {
+    let entered = plan.enter()?;
+    Ok(entered.run(|| body.run(), classify3))
+}
+
+fn boxed<'a>(future: impl Future<Output = Out> + 'a) -> CallFuture<'a> {
+    Box::pin(future)
+}
+
+fn reference_async<'a>(_: &'a Case, plan: &'a Plan, body: &'a Body) -> CallFuture<'a> {
+    boxed(reference::run_async(
+        plan,
+        || body.run_async(),
+        classify3,
+        false,
+    ))
+}
+
+fn reference_async_once<'a>(_: &'a Case, plan: &'a Plan, body: &'a Body) -> CallFuture<'a> {
+    boxed(reference::run_async(
+        plan,
+        || body.run_async(),
+        classify3,
+        true,
+    ))
+}
+
+fn reference_async_of_result<'a>(_: &'a Case, plan: &'a Plan, body: &'a Body) -> CallFuture<'a> {
+    boxed(reference::run_async(
+        plan,
+        || body.run_async(),
+        CallOutcome::of_result,
+        false,
+    ))
+}
+
+fn reference_async_of_result_once<'a>(
+    _: &'a Case,
+    plan: &'a Plan,
+    body: &'a Body,
+) -> CallFuture<'a> {
+    boxed(reference::run_async(
+        plan,
+        || body.run_async(),
+        CallOutcome::of_result,
+        true,
+    ))
+}
+
+fn reference_async_judged<'a>(case: &'a Case, plan: &'a Plan, body: &'a Body) -> CallFuture<'a> {
+    // The macros make the body's future once when the stack has no retry.
+    let once = !case.has(Aspect::Retry);
+    boxed(reference::run_judged_async(
+        plan,
+        || body.run_async(),
+        classify3,
+        is_err,
+        |r| retry_on(r, is_retryable),
+        once,
+    ))
+}
+
+fn call_async<'a>(_: &'a Case, plan: &'a Plan, body: &'a Body) -> CallFuture<'a> {
+    boxed(async move { Ok(plan.call_async(|| body.run_async()).await) })
+}
+
+fn run_async_entry<'a>(_: &'a Case, plan: &'a Plan, body: &'a Body) -> CallFuture<'a> {
+    boxed(plan.run_async(|| body.run_async(), classify3))
+}
+
+fn call_future<'a>(_: &'a Case, plan: &'a Plan, body: &'a Body) -> CallFuture<'a> {
+    boxed(async move { Ok(plan.call_future(body.run_async()).await) })
+}
+
+fn run_future<'a>(_: &'a Case, plan: &'a Plan, body: &'a Body) -> CallFuture<'a> {
+    boxed(plan.run_future(body.run_async(), classify3))
+}
+
+fn enter_async<'a>(_: &'a Case, plan: &'a Plan, body: &'a Body) -> CallFuture<'a> {
+    boxed(async move {
+        let entered = plan.enter_async().await?;
+        Ok(entered.run_async(body.run_async(), classify3).await)
+    })
+}
+
+// ----- annotated functions, one per stack -----
+
+/// Annotated functions with the guards `$attr`, sync and async, as free functions and as
+/// methods; each registers its stack in `STACKS`.
+macro_rules! guarded {
+    ($sync:ident, $async_fn:ident, [$($attr:ident ( $($args:tt)* )),*]) => {
+        $(#[$attr($($args)*)])*
+        fn $sync(body: Body) -> Result<u32, E> {
+            body.run()
+        }
+        guarded!(@async $async_fn, [$($attr ( $($args)* )),*]);
+    };
+    (@async $async_fn:ident, [$($attr:ident ( $($args:tt)* )),*]) => {
+        $(#[$attr($($args)*)])*
+        async fn $async_fn(body: Body) -> Result<u32, E> {
+            body.run_async().await
+        }
+    };
+}
+
+guarded!(b_sync, b_async, [bulkhead(name = "diff")]);
+guarded!(r_sync, r_async, [rate_limiter(name = "diff")]);
+guarded!(
+    c_sync,
+    c_async,
+    [circuit_breaker(name = "diff", ignore = is_ignored)]
+);
+guarded!(
+    y_sync,
+    y_async,
+    [retry(name = "diff", retry_on = is_retryable)]
+);
+guarded!(@async t_async, [time_limiter(name = "diff")]);
+guarded!(
+    bc_sync,
+    bc_async,
+    [
+        bulkhead(name = "diff"),
+        circuit_breaker(name = "diff", ignore = is_ignored)
+    ]
+);
+guarded!(
+    brc_sync,
+    brc_async,
+    [
+        circuit_breaker(name = "diff", ignore = is_ignored),
+        rate_limiter(name = "diff"),
+        bulkhead(name = "diff")
+    ]
+);
+guarded!(
+    yc_sync,
+    yc_async,
+    [
+        retry(name = "diff", retry_on = is_retryable),
+        circuit_breaker(name = "diff", ignore = is_ignored)
+    ]
+);
+guarded!(
+    by_sync,
+    by_async,
+    [
+        bulkhead(name = "diff"),
+        retry(name = "diff", retry_on = is_retryable)
+    ]
+);
+guarded!(@async ct_async, [circuit_breaker(name = "diff", ignore = is_ignored), time_limiter(name = "diff")]);
+guarded!(@async yt_async, [time_limiter(name = "diff"), retry(name = "diff", retry_on = is_retryable)]);
+guarded!(
+    bryc_sync,
+    bryc_async,
+    [
+        bulkhead(name = "diff"),
+        rate_limiter(name = "diff"),
+        retry(name = "diff", retry_on = is_retryable),
+        circuit_breaker(name = "diff", ignore = is_ignored)
+    ]
+);
+guarded!(
+    @async all_async,
+    [bulkhead(name = "diff"), rate_limiter(name = "diff"), retry(name = "diff", retry_on = is_retryable), circuit_breaker(name = "diff", ignore = is_ignored), time_limiter(name = "diff")]
+);
+
+/// A fallback: the refusal as the function's own answer, told apart from a rejection.
+fn on_refused(body: Body, rejected: Rejected) -> Result<u32, E> {
+    drop(body);
+    Err(E::Fallback(rejected))
+}
+
+async fn on_refused_async(body: Body, rejected: Rejected) -> Result<u32, E> {
+    on_refused(body, rejected)
+}
+
+#[circuit_breaker(name = "diff", ignore = is_ignored, fallback = on_refused)]
+fn c_fallback_sync(body: Body) -> Result<u32, E> {
+    body.run()
+}
+
+#[circuit_breaker(name = "diff", ignore = is_ignored, fallback = on_refused_async)]
+async fn c_fallback_async(body: Body) -> Result<u32, E> {
+    body.run_async().await
+}
+
+#[bulkhead(name = "diff", fallback = on_refused)]
+#[rate_limiter(name = "diff")]
+#[circuit_breaker(name = "diff", ignore = is_ignored)]
+fn brc_fallback_sync(body: Body) -> Result<u32, E> {
+    body.run()
+}
+
+#[bulkhead(name = "diff", fallback = on_refused_async)]
+#[rate_limiter(name = "diff")]
+#[retry(name = "diff", retry_on = is_retryable)]
+#[circuit_breaker(name = "diff", ignore = is_ignored)]
+#[time_limiter(name = "diff")]
+async fn all_fallback_async(body: Body) -> Result<u32, E> {
+    body.run_async().await
+}
+
+/// The same stacks on methods.
+struct Service;
+
+impl Service {
+    #[bulkhead(name = "diff")]
+    #[rate_limiter(name = "diff")]
+    #[retry(name = "diff", retry_on = is_retryable)]
+    #[circuit_breaker(name = "diff", ignore = is_ignored)]
+    fn bryc(&self, body: Body) -> Result<u32, E> {
+        body.run()
+    }
+
+    #[circuit_breaker(name = "diff", ignore = is_ignored)]
+    #[bulkhead(name = "diff")]
+    fn bc(&mut self, body: Body) -> Result<u32, E> {
+        body.run()
+    }
+
+    #[bulkhead(name = "diff")]
+    #[rate_limiter(name = "diff")]
+    #[retry(name = "diff", retry_on = is_retryable)]
+    #[circuit_breaker(name = "diff", ignore = is_ignored)]
+    #[time_limiter(name = "diff")]
+    async fn all(&self, body: Body) -> Result<u32, E> {
+        body.run_async().await
+    }
+
+    #[bulkhead(name = "diff")]
+    async fn b(self, body: Body) -> Result<u32, E> {
+        body.run_async().await
+    }
+}
+
+/// Whether an annotated function answers refusals with its fallback.
+#[derive(Clone, Copy, PartialEq)]
+enum Fallback {
+    No,
+    Yes,
+}
+
+/// The annotated functions of a stack, other than the free function without a fallback:
+/// with a fallback, and methods (each named for the test's message).
+fn more_annotated_sync(guards: &[Aspect]) -> Vec<(&'static str, Fallback, SyncFn)> {
+    match guards {
+        [C] => vec![("a sync fallback", Fallback::Yes, c_fallback_sync)],
+        [B, R, C] => vec![("a sync fallback, stacked", Fallback::Yes, brc_fallback_sync)],
+        [B, R, Y, C] => vec![("a sync method", Fallback::No, |body| Service.bryc(body))],
+        [B, C] => vec![("a sync `&mut self` method", Fallback::No, |body| {
+            Service.bc(body)
+        })],
+        _ => Vec::new(),
+    }
+}
+
+fn more_annotated_async(guards: &[Aspect]) -> Vec<(&'static str, Fallback, AsyncFn)> {
+    match guards {
+        [C] => vec![("an async fallback", Fallback::Yes, |body| {
+            Box::pin(c_fallback_async(body))
+        })],
+        [B, R, Y, C, T] => vec![
+            ("an async fallback, stacked", Fallback::Yes, |body| {
+                Box::pin(all_fallback_async(body))
+            }),
+            ("an async method", Fallback::No, |body| {
+                Box::pin(async move { Service.all(body).await })
+            }),
+        ],
+        [B] => vec![("an async `self` method", Fallback::No, |body| {
+            Box::pin(Service.b(body))
+        })],
+        _ => Vec::new(),
+    }
+}
+
+/// What the reference saw, as a function with a fallback answers it: every refusal handed to
+/// the fallback.
+fn through_fallback(expected: &[Seen], fallback: Fallback) -> Vec<Seen> {
+    expected
+        .iter()
+        .map(|seen| Seen {
+            result: match fallback {
+                Fallback::Yes => seen.result.replacen("refused: ", "fallback: ", 1),
+                Fallback::No => seen.result.clone(),
+            },
+            body: seen.body.clone(),
+            after: seen.after.clone(),
+        })
+        .collect()
+}
+
+use Aspect::{Bulkhead as B, CircuitBreaker as C, RateLimiter as R, Retry as Y, TimeLimiter as T};
+
+/// The annotated function of a stack (its aspects in declaration order), sync.
+fn annotated_sync(guards: &[Aspect]) -> Option<SyncFn> {
+    Some(match guards {
+        [B] => b_sync,
+        [R] => r_sync,
+        [C] => c_sync,
+        [Y] => y_sync,
+        [B, C] => bc_sync,
+        [B, R, C] => brc_sync,
+        [Y, C] => yc_sync,
+        [B, Y] => by_sync,
+        [B, R, Y, C] => bryc_sync,
+        _ => return None,
+    })
+}
+
+/// An annotated sync function.
+type SyncFn = fn(Body) -> Result<u32, E>;
+
+/// An annotated async function, its future boxed.
+type AsyncFn = fn(Body) -> Pin<Box<dyn Future<Output = Result<u32, E>>>>;
+
+macro_rules! async_fns {
+    ($($pattern:pat => $f:ident),* $(,)?) => {
+        fn annotated_async(guards: &[Aspect]) -> Option<AsyncFn> {
+            Some(match guards {
+                $($pattern => |body| Box::pin($f(body)),)*
+                _ => return None,
+            })
+        }
+    };
+}
+
+async_fns! {
+    [B] => b_async,
+    [R] => r_async,
+    [C] => c_async,
+    [Y] => y_async,
+    [T] => t_async,
+    [B, C] => bc_async,
+    [B, R, C] => brc_async,
+    [Y, C] => yc_async,
+    [B, Y] => by_async,
+    [C, T] => ct_async,
+    [Y, T] => yt_async,
+    [B, R, Y, C] => bryc_async,
+    [B, R, Y, C, T] => all_async,
+}
+
+fn macro_sync(case: &Case, _: &Plan, body: &Body) -> Out {
+    let f = annotated_sync(&case.guards).expect("a stack with an annotated function");
+    Ok(f(body.clone()))
+}
+
+fn macro_async<'a>(case: &'a Case, _: &'a Plan, body: &'a Body) -> CallFuture<'a> {
+    let f = annotated_async(&case.guards).expect("a stack with an annotated function");
+    let call = f(body.clone());
+    boxed(async move { Ok(call.await) })
+}
+
+// ----- the cases -----
+
+const ALL: [Aspect; 5] = [B, R, Y, C, T];
+
+fn attempt_script(sync: bool) -> impl Strategy<Value = AttemptScript> {
+    let ends = prop_oneof![
+        4 => Just(Ends::Ok),
+        4 => Just(Ends::Fail),
+        1 => Just(Ends::Ignore),
+        1 => Just(Ends::Panic),
+    ];
+    let latency = if sync { 0..4u32 } else { 0..8u32 };
+    (latency, ends, prop::bool::weighted(0.15)).prop_map(|(latency, ends, nested)| AttemptScript {
+        latency,
+        ends,
+        nested,
+    })
+}
+
+fn call_script(sync: bool) -> impl Strategy<Value = CallScript> {
+    (
+        prop_oneof![Just(0u32), Just(1), Just(6), Just(12)],
+        0..3u32,
+        0..6u32,
+        if sync {
+            Just(None).boxed()
+        } else {
+            prop_oneof![4 => Just(None), 1 => (0..6u32).prop_map(Some)].boxed()
+        },
+        prop::collection::vec(attempt_script(sync), 1..4),
+    )
+        .prop_map(
+            |(advance, occupied, freed_after, dropped_after, attempts)| CallScript {
+                advance,
+                occupied,
+                freed_after,
+                dropped_after,
+                attempts,
+            },
+        )
+}
+
+fn case(sync: bool) -> impl Strategy<Value = Case> {
+    let guards = (1..32u32).prop_map(|bits| {
+        ALL.iter()
+            .enumerate()
+            .filter(|(i, _)| bits & (1 << i) != 0)
+            .map(|(_, a)| *a)
+            .collect::<Vec<_>>()
+    });
+    // Sync calls never wait for a gate: a blocking wait on a manual clock has no one to move it.
+    let wait = if sync {
+        Just(0u32).boxed()
+    } else {
+        prop_oneof![Just(0u32), Just(3)].boxed()
+    };
+    let rate_wait = if sync {
+        Just(0u32).boxed()
+    } else {
+        prop_oneof![Just(0u32), Just(12)].boxed()
+    };
+    let retry_wait = if sync {
+        Just(0u32).boxed()
+    } else {
+        prop_oneof![Just(0u32), Just(2)].boxed()
+    };
+    (
+        (guards, Just(ALL).prop_shuffle(), any::<bool>()),
+        (1..4u32, wait, 1..4u32, rate_wait),
+        (1..4u32, retry_wait, any::<bool>()),
+        (1..5u32, 1..4u32, 2..6u32, any::<bool>()),
+        (
+            2..7u32,
+            any::<bool>(),
+            prop_oneof![
+                4 => Just(ReentrancyPolicy::PassThrough),
+                1 => Just(ReentrancyPolicy::Reject),
+                1 => Just(ReentrancyPolicy::Allow),
+            ],
+        ),
+        prop::collection::vec(call_script(sync), 1..5),
+    )
+        .prop_map(
+            move |(
+                (guards, order, default_precedence),
+                (max_concurrent_calls, max_wait, limit_for_period, rate_timeout),
+                (max_attempts, retry_wait, retry_on_rejection),
+                (window, minimum_calls, slow_call_ticks, record_rejections),
+                (timeout, cancel, policy),
+                calls,
+            )| Case {
+                guards,
+                precedence: if default_precedence {
+                    Vec::new()
+                } else {
+                    order
+                        .iter()
+                        .enumerate()
+                        .map(|(i, a)| (*a, 10 * (i as i32 + 1)))
+                        .collect()
+                },
+                max_concurrent_calls,
+                max_wait,
+                limit_for_period,
+                rate_timeout,
+                max_attempts,
+                retry_wait,
+                retry_on_rejection,
+                window,
+                minimum_calls: minimum_calls.min(window),
+                slow_call_ticks,
+                record_rejections,
+                timeout,
+                cancel,
+                policy,
+                calls,
+            },
+        )
+}
+
+/// Silences the scripted panics (thousands of them), and nothing else.
+fn quiet_scripted_panics() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if info.payload().downcast_ref::<&str>() != Some(&PANIC) {
+                default(info);
+            }
+        }));
+    });
+}
+
+/// Asserts that `entry` saw what the reference saw, naming the first call and the first
+/// observable where they part.
+fn agree(entry: &str, seen: &[Seen], expected: &[Seen]) {
+    for (call, (seen, expected)) in seen.iter().zip(expected).enumerate() {
+        let same = |what: &str, a: &[String], b: &[String]| {
+            if a != b {
+                let at = a
+                    .iter()
+                    .zip(b)
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(a.len().min(b.len()));
+                let from = at.saturating_sub(3);
+                panic!(
+                    "{entry}, call {call}, {what} from #{from}:\n  entry:     {:#?}\n  reference: {:#?}",
+                    &a[from..a.len().min(at + 1)],
+                    &b[from..b.len().min(at + 1)],
+                );
+            }
+        };
+        same(
+            "result",
+            std::slice::from_ref(&seen.result),
+            std::slice::from_ref(&expected.result),
+        );
+        same("body", &seen.body, &expected.body);
+        same("after", &seen.after, &expected.after);
+    }
+    assert_eq!(seen.len(), expected.len());
+}
+
+fn check_sync(case: &Case) {
+    let expected = run_sync(case, &reference_sync);
+    let of_result = run_sync(case, &reference_sync_of_result);
+    agree("Plan::run", &run_sync(case, &plan_run), &expected);
+    agree("Plan::call", &run_sync(case, &plan_call), &of_result);
+    if !case.has_wrappers() {
+        agree(
+            "Plan::enter + Entered::run",
+            &run_sync(case, &plan_enter),
+            &expected,
+        );
+    }
+    if annotated_sync(&case.guards).is_some() {
+        let judged = run_sync(case, &reference_sync_judged);
+        agree(
+            "the annotated sync function",
+            &run_sync(case, &macro_sync),
+            &judged,
+        );
+        for (what, fallback, f) in more_annotated_sync(&case.guards) {
+            let seen = run_sync(case, &|_, _, body| Ok(f(body.clone())));
+            agree(what, &seen, &through_fallback(&judged, fallback));
+        }
+    }
+}
+
+fn check_async(case: &Case) {
+    let expected = run_async(case, &reference_async);
+    let of_result = run_async(case, &reference_async_of_result);
+    agree(
+        "Plan::run_async",
+        &run_async(case, &run_async_entry),
+        &expected,
+    );
+    agree(
+        "Plan::call_async",
+        &run_async(case, &call_async),
+        &of_result,
+    );
+    let once = run_async(case, &reference_async_once);
+    agree("Plan::run_future", &run_async(case, &run_future), &once);
+    let of_result_once = run_async(case, &reference_async_of_result_once);
+    agree(
+        "Plan::call_future",
+        &run_async(case, &call_future),
+        &of_result_once,
+    );
+    if !case.has_wrappers() {
+        agree(
+            "Plan::enter_async + Entered::run_async",
+            &run_async(case, &enter_async),
+            &expected,
+        );
+    }
+    if annotated_async(&case.guards).is_some() {
+        let judged = run_async(case, &reference_async_judged);
+        agree(
+            "the annotated async function",
+            &run_async(case, &macro_async),
+            &judged,
+        );
+        for (what, fallback, f) in more_annotated_async(&case.guards) {
+            let seen = run_async(case, &|_, _, body| {
+                let call = f(body.clone());
+                boxed(async move { Ok(call.await) })
+            });
+            agree(what, &seen, &through_fallback(&judged, fallback));
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 3000,
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn sync_entries_agree_with_the_reference(case in case(true)) {
+        quiet_scripted_panics();
+        check_sync(&case);
+    }
+
+    #[test]
+    fn async_entries_agree_with_the_reference(case in case(false)) {
+        quiet_scripted_panics();
+        check_async(&case);
+    }
+}
