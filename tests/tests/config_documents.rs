@@ -2,7 +2,7 @@
 //! `application.yml`, as TOML. Loading applies all of it or nothing, reloading reconfigures
 //! instances in place, and every malformed document gets an error that says where and why.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -533,47 +533,66 @@ fn reloading_under_load_loses_no_call_and_leaks_no_permit() {
     ];
     registry.load_toml(documents[0]).unwrap();
     let (ok, rejected) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let calls_per_thread = 2_000;
+    let reloads = Arc::new(AtomicUsize::new(0));
+    // The callers go on until every document was applied twice: calls alone can end before
+    // the first reload.
+    let (calls_per_thread, min_reloads) = (2_000, 2 * documents.len());
     let threads: Vec<_> = (0..3)
         .map(|_| {
-            let (registry, ok, rejected) = (
+            let (registry, ok, rejected, reloads) = (
                 Arc::clone(&registry),
                 Arc::clone(&ok),
                 Arc::clone(&rejected),
+                Arc::clone(&reloads),
             );
             std::thread::spawn(move || {
-                for _ in 0..calls_per_thread {
+                let mut calls = 0;
+                while calls < calls_per_thread || reloads.load(Ordering::Relaxed) < min_reloads {
+                    calls += 1;
                     let plan = registry
                         .plan(&[Guard::bulkhead("x"), Guard::circuit_breaker("x")])
                         .unwrap();
                     let result: Result<(), Rejected> = plan.call(|| {
-                        std::hint::spin_loop();
+                        // Holds the permit across a switch, so calls overlap and meet the limit.
+                        std::thread::yield_now();
                         Ok(())
                     });
+                    // The breaker never sees a failure, so only the bulkhead refuses.
                     match result {
                         Ok(()) => ok.fetch_add(1, Ordering::Relaxed),
-                        Err(_) => rejected.fetch_add(1, Ordering::Relaxed),
+                        Err(Rejected::BulkheadFull { .. }) => {
+                            rejected.fetch_add(1, Ordering::Relaxed)
+                        }
+                        Err(other) => panic!("unexpected {other:?}"),
                     };
                 }
+                calls
             })
         })
         .collect();
-    let mut reloads = 0;
     while !threads.iter().all(|t| t.is_finished()) {
+        let done = reloads.load(Ordering::Relaxed);
         registry
-            .load_toml(documents[reloads % documents.len()])
+            .load_toml(documents[done % documents.len()])
             .unwrap();
-        reloads += 1;
+        reloads.store(done + 1, Ordering::Relaxed);
     }
-    for thread in threads {
-        thread.join().unwrap();
-    }
-    assert!(reloads > 1, "the document changed while calls ran");
-    assert_eq!(
-        ok.load(Ordering::Relaxed) + rejected.load(Ordering::Relaxed),
-        3 * calls_per_thread
-    );
+    let total: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
     let bulkhead = registry.bulkhead("x");
+    // Each reload reconfigured the one instance in place, and its counters outlive that: they
+    // count every call of the run once, as its caller saw it.
+    let metrics = bulkhead.metrics();
+    assert_eq!(
+        metrics.permitted_calls() + metrics.rejected_calls(),
+        total,
+        "the bulkhead saw every call"
+    );
+    assert_eq!(
+        (metrics.permitted_calls(), metrics.rejected_calls()),
+        (ok.load(Ordering::Relaxed), rejected.load(Ordering::Relaxed)),
+        "admitted and refused as the callers saw"
+    );
+    assert!(metrics.rejected_calls() > 0, "the calls met the limit");
     assert_eq!(
         bulkhead.available_concurrent_calls(),
         bulkhead.max_allowed_concurrent_calls(),

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use resilience_runtime::{bulkhead, circuit_breaker, Registry, Rejected};
+use resilience_runtime::{bulkhead, circuit_breaker, BulkheadConfig, Registry, Rejected};
 use resilience_tests::CallError;
 
 #[bulkhead(name = "shapes-free")]
@@ -81,9 +81,43 @@ fn methods_with_every_receiver_are_guarded() {
 
 #[tokio::test]
 async fn an_async_method_with_mut_self_is_guarded() {
+    let registry = Registry::new();
+    registry
+        .configure_bulkhead(
+            "shapes-async-mut",
+            BulkheadConfig::builder()
+                .max_concurrent_calls(1)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    let bulkhead = registry.bulkhead("shapes-async-mut");
     let mut counter = Counter { value: 1 };
-    assert_eq!(counter.bump_later(4).await, Ok(5));
+
+    // The only permit taken: the guard refuses the call before the body can touch `self`.
+    let held = bulkhead.try_acquire().unwrap();
+    let refused = registry.scope_async(counter.bump_later(4)).await;
+    assert!(
+        matches!(
+            refused,
+            Err(CallError::Rejected(Rejected::BulkheadFull { .. }))
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(counter.value, 1, "the refused call did not run");
+    drop(held);
+
+    assert_eq!(registry.scope_async(counter.bump_later(4)).await, Ok(5));
     assert_eq!(counter.value, 5);
+    let metrics = bulkhead.metrics();
+    // One permit taken by hand, one by the admitted call.
+    assert_eq!(metrics.permitted_calls(), 2);
+    assert_eq!(metrics.rejected_calls(), 1);
+    assert_eq!(
+        metrics.available_concurrent_calls(),
+        1,
+        "the permit came back"
+    );
 }
 
 #[bulkhead(name = "shapes-generic")]

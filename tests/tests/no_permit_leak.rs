@@ -24,12 +24,15 @@ impl Rng {
     }
 }
 
+/// The outcomes of the calls as their callers saw them.
 #[derive(Default)]
 struct Tally {
     ok: AtomicU64,
     failed: AtomicU64,
     rejected: AtomicU64,
-    abandoned: AtomicU64,
+    panicked: AtomicU64,
+    /// Dropped by the caller's timeout, mid-call or while waiting for a permit.
+    timed_out: AtomicU64,
 }
 
 fn registry(max_calls: u32, fair: bool) -> Registry {
@@ -101,7 +104,7 @@ fn sync_worker(plan: &Plan, tally: &Tally, seed: u64, calls: usize) {
             Ok(Err(CallError::Rejected(Rejected::BulkheadFull { .. }))) => &tally.rejected,
             Ok(Err(CallError::Downstream(_))) => &tally.failed,
             Ok(Err(other)) => panic!("unexpected {other:?}"),
-            Err(_) => &tally.abandoned,
+            Err(_) => &tally.panicked,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -136,8 +139,9 @@ async fn async_worker(plan: Arc<Plan>, tally: Arc<Tally>, seed: u64, calls: usiz
             Ok(Ok(Err(CallError::Rejected(Rejected::BulkheadFull { .. })))) => &tally.rejected,
             Ok(Ok(Err(CallError::Downstream(_)))) => &tally.failed,
             Ok(Ok(Err(other))) => panic!("unexpected {other:?}"),
-            // Dropped by the timeout, or panicked.
-            Ok(Err(_)) | Err(_) => &tally.abandoned,
+            Ok(Err(_)) => &tally.timed_out,
+            Err(panic) if panic.is_panic() => &tally.panicked,
+            Err(other) => panic!("unexpected {other:?}"),
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -166,17 +170,14 @@ async fn on_tasks(plan: &Arc<Plan>, tally: &Arc<Tally>, tasks: u64, seed: u64, c
     }
 }
 
+/// Checks the callers' tally of `total` calls against the counts the instances kept.
 fn assert_consistent(registry: &Registry, tally: &Tally, total: u64) {
-    let (ok, failed, rejected, abandoned) = (
+    let (ok, failed, rejected, panicked, timed_out) = (
         tally.ok.load(Ordering::Relaxed),
         tally.failed.load(Ordering::Relaxed),
         tally.rejected.load(Ordering::Relaxed),
-        tally.abandoned.load(Ordering::Relaxed),
-    );
-    assert_eq!(
-        ok + failed + rejected + abandoned,
-        total,
-        "one outcome per call"
+        tally.panicked.load(Ordering::Relaxed),
+        tally.timed_out.load(Ordering::Relaxed),
     );
     let bulkhead = registry.bulkhead("leak");
     assert_eq!(
@@ -184,18 +185,32 @@ fn assert_consistent(registry: &Registry, tally: &Tally, total: u64) {
         bulkhead.max_allowed_concurrent_calls(),
         "every permit returned"
     );
-    assert_eq!(bulkhead.metrics().rejected_calls(), rejected);
-    // A future dropped while queued for a permit was neither permitted nor rejected.
-    let permitted = bulkhead.metrics().permitted_calls();
+    let metrics = bulkhead.metrics();
+    let (permitted, refused) = (metrics.permitted_calls(), metrics.rejected_calls());
+    assert_eq!(metrics.finished_calls(), permitted, "every permit released");
+    assert_eq!(refused, rejected, "the bulkhead rejected the calls refused");
+    // Every call reached the bulkhead and was admitted or rejected, except a future that
+    // timed out while queued for a permit: that one was neither.
     assert!(
-        permitted >= ok + failed && permitted <= total - rejected,
-        "{permitted}"
+        permitted + refused <= total && total - (permitted + refused) <= timed_out,
+        "{permitted} admitted and {refused} rejected of {total} calls, {timed_out} timed out"
     );
-    let metrics = registry.circuit_breaker("leak").metrics();
-    assert_eq!(u64::from(metrics.number_of_successful_calls()), ok);
-    assert_eq!(u64::from(metrics.number_of_failed_calls()), failed);
+    // A call that returned or panicked ran its body, so it held a permit.
     assert!(
-        abandoned > 0 && rejected > 0 && failed > 0,
+        permitted >= ok + failed + panicked,
+        "{permitted} admitted, {} ran",
+        ok + failed + panicked
+    );
+    // In the metrics-only state the breaker refuses nothing and records every call that ended:
+    // a rejection further in, a panic and a dropped future leave no record.
+    let metrics = registry.circuit_breaker("leak").metrics();
+    assert_eq!(metrics.total_successful_calls(), ok);
+    assert_eq!(metrics.total_failed_calls(), failed);
+    assert_eq!(metrics.total_ignored_calls(), 0);
+    assert_eq!(metrics.total_not_permitted_calls(), 0);
+    assert_eq!(u64::from(metrics.number_of_buffered_calls()), ok + failed);
+    assert!(
+        panicked > 0 && rejected > 0 && failed > 0,
         "the mix was exercised"
     );
 }

@@ -171,6 +171,8 @@ pub(crate) fn chain_holds(id: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bulkhead::Bulkhead;
+    use crate::{Guard, Registry};
 
     /// A frame ended out of stack order (what a stackful coroutine freed mid-call would do)
     /// breaks the thread's chain: it is never read again, so a stale pointer left in it is
@@ -178,11 +180,19 @@ mod tests {
     #[test]
     fn a_frame_ended_out_of_order_breaks_the_chain_for_good() {
         std::thread::spawn(|| {
-            let held = Held::new();
+            let registry = Registry::new();
+            let plan = registry.plan(&[Guard::bulkhead("chain")]).unwrap();
+            let bulkhead = registry.bulkhead("chain");
+            let id = bulkhead.id();
+            // A call's permits as a plan of that one bulkhead holds them.
+            let mut held = Held::new();
+            held.start(plan.order());
+            held.hold::<Bulkhead>(bulkhead.try_acquire().unwrap());
             on_chain(&held, || {
                 assert!(chain_is_busy());
-                assert!(!chain_holds(1));
-                // An unlink whose frame is not the innermost one.
+                assert!(chain_holds(id), "an intact chain is read");
+                // An unlink whose frame is not the innermost one. It leaves `stale`, which
+                // holds `id` too, as the innermost frame: read, it would answer yes.
                 let stale = Frame {
                     parent: ptr::null(),
                     holds: Holds::Gates(ptr::from_ref(&held).cast::<Held<'static>>()),
@@ -196,8 +206,11 @@ mod tests {
                     BROKEN.get(),
                     "an out-of-order unlink marks the chain broken"
                 );
+                assert!(!chain_holds(id), "a broken chain is never read");
             });
-            assert!(!chain_holds(1), "a broken chain is never read");
+            on_chain(&held, || {
+                assert!(!chain_holds(id), "nor is a frame linked after it broke");
+            });
         })
         .join()
         .expect("the thread runs");
