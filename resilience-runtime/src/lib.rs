@@ -5,9 +5,11 @@
     not(feature = "toml"),
     doc = "Fault-tolerance guards run in a declared order; see the README."
 )]
-// Denied everywhere but four audited spots, each allowed item by item with a `// SAFETY:` note:
-// the breaker's spin lock (`sync::SpinLock`), the coarse clock's `libc` calls (`clock`), the
-// registry in scope (`registry::scope`) and a call site's one-word plan handle (`plan_cache`).
+// Denied everywhere but five audited spots, each allowed item by item with a `// SAFETY:` note,
+// their unit tests run under Miri (`scripts/miri.sh`): the breaker's spin lock
+// (`sync::SpinLock`), the coarse clock's `libc` calls (`clock`), the registry in scope
+// (`registry::scope`), a call site's one-word plan handle (`plan_cache`) and the frames of the
+// call chain (`call::chain`).
 #![deny(unsafe_code)]
 // docs.rs marks each item with the feature it needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]

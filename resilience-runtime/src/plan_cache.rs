@@ -453,7 +453,9 @@ mod tests {
         drop(site);
         assert_eq!(Arc::strong_count(&plan), 1);
 
-        let interned: &'static Plan = Box::leak(Box::new((*plan).clone()));
+        // Interned plans live as long as the process: held by a static, as the cache holds them.
+        static INTERNED: std::sync::OnceLock<Plan> = std::sync::OnceLock::new();
+        let interned: &'static Plan = INTERNED.get_or_init(|| (*plan).clone());
         let site = SitePlan::interned(interned);
         assert!(std::ptr::eq(&*site, interned));
         assert_eq!(
