@@ -100,12 +100,8 @@ impl Plan {
             Ok(()) => ran(run(&mut held, || call.admitted(), classify)),
             Err(rejected) => call.refused(rejected),
         };
-        // Entered and run, or refused: either way `held` holds nothing now (see `run`).
-        debug_assert!(
-            held.is_empty(),
-            "a call that ran or was refused holds no permit"
-        );
-        std::mem::forget(held);
+        // Entered and run, or refused: either way `held` holds nothing now (see `run`), and
+        // its drop finds nothing to release.
         output
     }
 
@@ -506,19 +502,12 @@ impl<'a> GuardedCall<'a> {
 }
 
 impl GuardedCall<'_> {
-    /// Ends a call that holds nothing: one that [`run_async`](Self::run_async) completed, or
-    /// that was refused. Forgets the empty call in place, so that no drop checks its slots
-    /// again. (Consuming it in a sync `run`, as the macros once did, moved the permits just
-    /// written narrow and read them back wide: a store-forwarding stall.)
-    ///
-    /// Only for a call that holds nothing, as the macros use it: one that still held a permit
-    /// would leak it (checked in debug builds). Releasing it instead, on a branch, cost the
-    /// macro-guarded sync call 20 instructions of the drop's code inlined around it, when the
-    /// sync calls still ended here.
+    /// Ends a call: one that [`run_async`](Self::run_async) completed, or that was refused,
+    /// holds nothing, and its drop releases nothing; any other is abandoned (its permits
+    /// released, nothing recorded).
     #[inline(always)]
     pub fn ran(self) {
-        debug_assert!(self.held.is_empty(), "a call that ran holds no permit");
-        std::mem::forget(self);
+        drop(self);
     }
 }
 
@@ -537,10 +526,9 @@ impl fmt::Debug for GuardedCall<'_> {
 }
 
 /// Runs `call` holding the permits `held`, records its outcome as `classify` says, and releases
-/// them innermost first, leaving `held` empty: its owner then forgets it, in place (a call that
-/// consumed it would copy it first), so that no drop checks the empty slots again. A panic in
-/// `call`, in `classify` or in a gate's record unwinds through the owner, whose drop of `held`
-/// releases the gates still held, recording nothing.
+/// them innermost first, leaving `held` empty (borrowed, not consumed: a call that consumed it
+/// would copy it first). A panic in `call`, in `classify` or in a gate's record unwinds through
+/// the owner, whose drop of `held` releases the gates still held, recording nothing.
 #[inline(always)]
 fn run<R>(
     held: &mut Held<'_>,
@@ -609,10 +597,7 @@ impl<'a> Entered<'a> {
         call: impl FnOnce() -> R,
         classify: impl FnOnce(&R) -> CallOutcome,
     ) -> R {
-        let result = run(&mut self.held, call, classify);
-        debug_assert!(self.held.is_empty(), "a call that ran holds no permit");
-        std::mem::forget(self);
-        result
+        run(&mut self.held, call, classify)
     }
 
     /// Runs the future `call` while holding the guards, records its output as `classify`

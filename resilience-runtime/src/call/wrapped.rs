@@ -115,15 +115,8 @@ macro_rules! nested_async {
                                 &$judge,
                                 &result,
                             ) {
-                                None => {
-                                    // Every gate released: nothing for a drop to check.
-                                    debug_assert!(
-                                        held.is_empty(),
-                                        "a call that ran holds no permit"
-                                    );
-                                    std::mem::forget(held);
-                                    return result;
-                                }
+                                // Every gate released: `held`'s drop finds nothing.
+                                None => return result,
                                 Some(resume) => {
                                     drop(result);
                                     Some(resume)
@@ -168,11 +161,7 @@ macro_rules! nested_async {
             }
         };
         match then {
-            Then::Done(result) => {
-                debug_assert!(held.is_empty(), "a call that ended holds no permit");
-                std::mem::forget(held);
-                result
-            }
+            Then::Done(result) => result,
             // A gate makes the call wait, a retry retries it, or a time limiter's timer goes
             // on across attempts: the nested model takes over, in a future of its own on the
             // heap, with its context (the call's future keeps the box alone). Such a call
@@ -401,11 +390,7 @@ impl Plan {
                 // returned (each move of a result is a copy, and a stall when the copy's wide
                 // loads read the call's narrow stores: BENCHMARKS.md).
                 match self.end_first_attempt(&mut held, &attempt, judge, &output) {
-                    None => {
-                        debug_assert!(held.is_empty(), "a call that ran holds no permit");
-                        std::mem::forget(held);
-                        return ran(output);
-                    }
+                    None => return ran(output),
                     Some((index, retry, attempts, wait)) => self.retry_later(
                         index,
                         retry,
@@ -422,9 +407,9 @@ impl Plan {
                 self.refused_flat(gate, rejected, &mut held, &mut attempt, judge)
             }
         };
-        // Every gate was released (a panic unwinds through `held`'s drop instead).
-        debug_assert!(held.is_empty(), "a call that ran holds no permit");
-        std::mem::forget(held);
+        // Every gate was released: `held`'s drop finds nothing (a panic unwinds through it,
+        // which releases what is still held).
+        drop(held);
         match result {
             Ok(output) => ran(output),
             Err(rejected) => refused(rejected),
