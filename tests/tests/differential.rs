@@ -5,7 +5,8 @@
 //! configurations near their limits, and a few calls in a row on one registry, each with a
 //! script: how long each attempt takes and how it ends (`Ok`, a failure, an ignored error, a
 //! panic), bulkhead permits held by someone else, time passing before the call, and for async
-//! calls a caller that gives up after some polls; an attempt may also call through the same
+//! calls a caller that gives up after some polls and calls that run side by side (their
+//! polls taking turns, as two tasks on one thread); an attempt may also call through the same
 //! plan again (a re-entry, under a random re-entrancy policy). The same case runs once through
 //! the reference and once through each entry, each on a registry of its own with a manual
 //! clock; after every call the two must agree on the result, the attempts the body saw (and
@@ -84,6 +85,8 @@ struct CallScript {
     freed_after: u32,
     /// Async: the polls after which the caller gives up (drops the call).
     dropped_after: Option<u32>,
+    /// Async: the call runs side by side with the next one.
+    with_next: bool,
     /// Attempt `n` follows `attempts[n]`, the last one every attempt after it.
     attempts: Vec<AttemptScript>,
 }
@@ -442,67 +445,100 @@ type CallFuture<'a> = Pin<Box<dyn Future<Output = Out> + 'a>>;
 /// An async entry: the future of one call on `plan`.
 type AsyncEntry<'e> = &'e dyn for<'a> Fn(&'a Case, &'a Plan, &'a Body) -> CallFuture<'a>;
 
-/// Runs every call of `case` on a fresh registry through `entry`, polled by hand.
+/// Runs every call of `case` on a fresh registry through `entry`, polled by hand: a call
+/// scripted `with_next` runs side by side with the next one, their polls taking turns.
 fn run_async(case: &Case, entry: AsyncEntry<'_>) -> Vec<Seen> {
     let (registry, clock) = case.registry();
     let plan = registry.plan(&case.guards()).unwrap();
+    let bulkhead = registry.bulkhead(NAME);
     let mut seen = Vec::new();
-    for call in &case.calls {
-        clock.advance(ticks(call.advance));
-        let log = Log::default();
-        let body = Body {
-            script: Rc::new(call.attempts.clone()),
-            plan: plan.clone(),
-            clock: clock.clone(),
-            log: log.clone(),
-            attempt: Rc::default(),
-        };
-        let bulkhead = registry.bulkhead(NAME);
-        let mut permits: Vec<_> = (0..call.occupied)
-            .filter_map(|_| bulkhead.try_acquire().ok())
+    let mut calls = case.calls.as_slice();
+    while !calls.is_empty() {
+        let together = calls
+            .iter()
+            .position(|c| !c.with_next)
+            .map_or(calls.len(), |i| i + 1);
+        let (group, rest) = calls.split_at(together);
+        calls = rest;
+        let bodies: Vec<Body> = group
+            .iter()
+            .map(|call| {
+                clock.advance(ticks(call.advance));
+                Body {
+                    script: Rc::new(call.attempts.clone()),
+                    plan: plan.clone(),
+                    clock: clock.clone(),
+                    log: Log::default(),
+                    attempt: Rc::default(),
+                }
+            })
             .collect();
-        let ended = {
-            let future = registry.scope_async(entry(case, &plan, &body));
-            drive(future, &clock, call, &mut permits)
-        };
+        let mut permits: Vec<Vec<_>> = group
+            .iter()
+            .map(|call| {
+                (0..call.occupied)
+                    .filter_map(|_| bulkhead.try_acquire().ok())
+                    .collect()
+            })
+            .collect();
+        let futures = bodies
+            .iter()
+            .map(|body| registry.scope_async(entry(case, &plan, body)))
+            .collect();
+        let ended = drive(futures, &clock, group, &mut permits);
         drop(permits);
-        seen.push(Seen {
-            result: ended_as(ended),
-            body: log.take(),
-            after: observe(&registry),
-        });
+        let after = observe(&registry);
+        for (ended, body) in ended.into_iter().zip(&bodies) {
+            seen.push(Seen {
+                result: ended_as(ended),
+                body: body.log.take(),
+                after: after.clone(),
+            });
+        }
     }
     seen
 }
 
-/// Polls `future` until it ends, moving the clock a tick after each poll that leaves it
-/// pending; frees the occupied permits and gives up as `call` says.
+/// Polls `futures` in turn until each has ended, moving the clock a tick after each round
+/// that leaves one pending; frees each call's occupied permits and gives it up as its script
+/// says.
 fn drive<F: Future, P>(
-    future: F,
+    futures: Vec<F>,
     clock: &ManualClock,
-    call: &CallScript,
-    permits: &mut Vec<P>,
-) -> Ended<F::Output> {
-    let mut future = Box::pin(future);
+    calls: &[CallScript],
+    permits: &mut [Vec<P>],
+) -> Vec<Ended<F::Output>> {
+    let mut running: Vec<_> = futures.into_iter().map(|f| Some(Box::pin(f))).collect();
+    let mut ended: Vec<_> = running.iter().map(|_| None).collect();
     let mut cx = Context::from_waker(Waker::noop());
-    for polls in 0..MAX_POLLS {
-        if polls == call.freed_after {
-            permits.clear();
-        }
-        if call.dropped_after == Some(polls) {
-            drop(future);
-            return Ended::Dropped;
-        }
-        match catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx))) {
-            Ok(Poll::Ready(output)) => return Ended::Returned(output),
-            Ok(Poll::Pending) => clock.advance(TICK),
-            Err(_) => {
-                drop(future);
-                return Ended::Panicked;
+    for round in 0..MAX_POLLS {
+        for (i, call) in calls.iter().enumerate() {
+            if round == call.freed_after {
+                permits[i].clear();
+            }
+            let Some(future) = running[i].as_mut() else {
+                continue;
+            };
+            let polled = if call.dropped_after == Some(round) {
+                Some(Ended::Dropped)
+            } else {
+                match catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx))) {
+                    Ok(Poll::Ready(output)) => Some(Ended::Returned(output)),
+                    Ok(Poll::Pending) => None,
+                    Err(_) => Some(Ended::Panicked),
+                }
+            };
+            if polled.is_some() {
+                running[i] = None;
+                ended[i] = polled;
             }
         }
+        if running.iter().all(Option::is_none) {
+            return ended.into_iter().map(|e| e.expect("ended")).collect();
+        }
+        clock.advance(TICK);
     }
-    panic!("a call still pending after {MAX_POLLS} polls");
+    panic!("a call still pending after {MAX_POLLS} rounds");
 }
 
 // ----- the entries -----
@@ -919,13 +955,15 @@ fn call_script(sync: bool) -> impl Strategy<Value = CallScript> {
             prop_oneof![4 => Just(None), 1 => (0..6u32).prop_map(Some)].boxed()
         },
         prop::collection::vec(attempt_script(sync), 1..4),
+        prop::bool::weighted(if sync { 0.0 } else { 0.3 }),
     )
         .prop_map(
-            |(advance, occupied, freed_after, dropped_after, attempts)| CallScript {
+            |(advance, occupied, freed_after, dropped_after, attempts, with_next)| CallScript {
                 advance,
                 occupied,
                 freed_after,
                 dropped_after,
+                with_next,
                 attempts,
             },
         )
