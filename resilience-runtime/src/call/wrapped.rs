@@ -432,12 +432,14 @@ impl Plan {
         A: Attempt,
         J: Judge<A::Output>,
     {
-        for (index, (_, wrapper)) in self.wrappers().iter().enumerate().rev() {
-            // The gates inside the wrapper record the attempt before the wrapper sees it end,
-            // as in the nested model (a breaker's transition comes before the retry's event).
-            let inside = self.segment(index + 1).gates;
-            if !inside.is_empty() {
-                held.complete_segment(&self.steps()[inside], judge.outcome(output));
+        // A first attempt that succeeded is counted by a retry without an event, so the
+        // wrappers may see it before the gates record it, in one pass (the common case);
+        // otherwise the gates inside each wrapper record it first, as in the nested model (a
+        // breaker's transition comes before the retry's event).
+        let succeeded = judge.attempted(output) == Attempted::Succeeded;
+        for (index, (before, wrapper)) in self.wrappers().iter().enumerate().rev() {
+            if !succeeded {
+                held.complete_inner(*before, judge.outcome(output));
             }
             match wrapper {
                 Wrapper::TimeLimiter(limiter) => limiter.completed(!judge.failed(output)),
@@ -742,11 +744,19 @@ impl Plan {
         A: Attempt,
         J: Judge<O>,
     {
+        // As in `end_first_attempt`: a success is seen by the wrappers first, in one pass.
+        let hot = matches!(result, Ok(output) if judge.attempted(output) == Attempted::Succeeded);
         for (index, (before, wrapper)) in self.wrappers()[..wrappers].iter().enumerate().rev() {
             // The gates inside the wrapper see the attempt end before the wrapper does, as in
             // the nested model (those a refusal or a cut-off released already hold nothing).
-            let inside = self.segment(index + 1).gates;
-            finish(held, &self.steps()[inside], judge, result);
+            if !hot {
+                finish(
+                    held,
+                    &self.steps()[self.segment(index + 1).gates],
+                    judge,
+                    result,
+                );
+            }
             match wrapper {
                 Wrapper::TimeLimiter(limiter) => {
                     if !overran {
