@@ -73,7 +73,7 @@ pub use rate_limiter::{
     RateLimiter, RateLimiterConfig, RateLimiterConfigBuilder, RateLimiterEvent, RateLimiterMetrics,
 };
 pub use recent::RecentEvent;
-pub use registry::{Registry, WithRegistry};
+pub use registry::{GuardInstance, Registry, WithRegistry};
 pub use retry::{Retry, RetryConfig, RetryConfigBuilder, RetryEvent, RetryMetrics};
 pub use time_limiter::{
     TimeLimiter, TimeLimiterConfig, TimeLimiterConfigBuilder, TimeLimiterEvent, TimeLimiterMetrics,

@@ -163,6 +163,40 @@ trait Registered: Instance + Sized {
     fn tap(&self, tap: &Tap);
 }
 
+/// A kind of guard instance a [`Registry`] holds: [`Bulkhead`], [`RateLimiter`], [`Retry`],
+/// [`CircuitBreaker`], [`TimeLimiter`]. The type parameter of the registry's generic methods
+/// ([`instance`](Registry::instance), [`configure`](Registry::configure),
+/// [`configure_default`](Registry::configure_default), [`config`](Registry::config),
+/// [`instances`](Registry::instances)), with its configuration type as `G::Config`. Sealed:
+/// the kinds are the crate's.
+pub trait GuardInstance: sealed::Sealed {}
+
+/// What the generic methods do for one kind, out of users' reach (the sealed trait pattern).
+mod sealed {
+    use std::sync::Arc;
+
+    use super::Registry;
+    use crate::error::ConfigError;
+    use crate::name::Name;
+
+    pub trait Sealed: Sized {
+        /// The kind's configuration.
+        type Config;
+        fn instance_in(registry: &Registry, name: &str) -> Arc<Self>;
+        fn configure_in(
+            registry: &Registry,
+            name: Name,
+            config: Self::Config,
+        ) -> Result<(), ConfigError>;
+        fn configure_default_in(
+            registry: &Registry,
+            config: Self::Config,
+        ) -> Result<(), ConfigError>;
+        fn config_in(registry: &Registry, name: &str) -> Self::Config;
+        fn instances_in(registry: &Registry) -> Vec<Arc<Self>>;
+    }
+}
+
 static GLOBAL: Lazy<Registry> = Lazy::new(Registry::new);
 
 impl Registry {
@@ -264,7 +298,7 @@ impl Registry {
 
     /// The instance of `name`, created with its configuration (or the default one) on first
     /// use.
-    fn instance<I: Registered>(&self, name: &str) -> Arc<I> {
+    fn instance_of<I: Registered>(&self, name: &str) -> Arc<I> {
         if let Some(found) = I::table(&self.read()).instance(name) {
             return Arc::clone(found);
         }
@@ -274,14 +308,18 @@ impl Registry {
     }
 
     /// Installs `config` for `name` (see the named methods).
-    fn configure<I: Registered>(&self, name: Name, config: I::Config) -> Result<(), ConfigError> {
+    fn configure_of<I: Registered>(
+        &self,
+        name: Name,
+        config: I::Config,
+    ) -> Result<(), ConfigError> {
         self.change(|state, clock| {
             I::table_mut(state).configure(name, config, |n, c| self.made::<I>(n, c, clock))
         })
     }
 
     /// Replaces the default configuration of a kind (see the named methods).
-    fn configure_default<I: Registered>(&self, config: I::Config) -> Result<(), ConfigError> {
+    fn configure_default_of<I: Registered>(&self, config: I::Config) -> Result<(), ConfigError> {
         self.change(|state, clock| {
             I::table_mut(state).configure_default(config, |n, c| self.made::<I>(n, c, clock))
         })
@@ -325,106 +363,147 @@ impl Registry {
         taps.push(tap);
     }
 
-    fn instances<I: Registered>(&self) -> Vec<Arc<I>> {
+    fn instances_of<I: Registered>(&self) -> Vec<Arc<I>> {
         I::table(&self.read()).all()
     }
 
-    fn effective<I: Registered>(&self, name: &str) -> I::Config {
+    fn effective_of<I: Registered>(&self, name: &str) -> I::Config {
         I::table(&self.read()).effective(name)
     }
 
-    // ----- bulkheads -----
+    // ----- every kind, in public: the generic methods, and the named ones over them -----
 
-    /// The bulkhead named `name`, created with its configuration (or the default one) on
-    /// first use.
-    pub fn bulkhead(&self, name: &str) -> Arc<Bulkhead> {
-        self.instance(name)
+    /// The instance `name` of the guard kind `G` ([`Bulkhead`], [`RateLimiter`], [`Retry`],
+    /// [`CircuitBreaker`] or [`TimeLimiter`]), created with its configuration (or the kind's
+    /// default) on first use. [`bulkhead`](Self::bulkhead) and the other named methods are
+    /// this, for one kind each.
+    ///
+    /// ```
+    /// use resilience_runtime::{Bulkhead, BulkheadConfig, Registry};
+    ///
+    /// let registry = Registry::new();
+    /// registry.configure::<Bulkhead>("orders", BulkheadConfig::builder().max_concurrent_calls(80).build()?)?;
+    /// let orders = registry.instance::<Bulkhead>("orders");
+    /// assert_eq!(orders.max_allowed_concurrent_calls(), 80);
+    /// assert_eq!(registry.config::<Bulkhead>("orders").max_concurrent_calls(), 80);
+    /// assert_eq!(registry.instances::<Bulkhead>().len(), 1);
+    /// # Ok::<(), resilience_runtime::ConfigError>(())
+    /// ```
+    pub fn instance<G: GuardInstance>(&self, name: &str) -> Arc<G> {
+        G::instance_in(self, name)
     }
 
-    /// Installs `config` for the bulkhead `name` and reconfigures its instance in place (see
-    /// [`Bulkhead::reconfigure`]: permits held count against the new limit); configurations
-    /// based on it are re-resolved, and their instances reconfigured if their effective
-    /// configuration changed.
+    /// Installs `config` for the instance `name` of kind `G` and reconfigures the instance in
+    /// place; configurations based on it are re-resolved, and their instances reconfigured if
+    /// their effective configuration changed. For calls in flight (each kind's `reconfigure`):
+    ///
+    /// - a [`Bulkhead`]'s permits held count against the new limit;
+    /// - a [`RateLimiter`] starts a fresh cycle of the new limit at once;
+    /// - a [`Retry`]'s calls already retrying keep the configuration they read;
+    /// - a [`TimeLimiter`]'s calls already waiting keep their timeout;
+    /// - a [`CircuitBreaker`] starts over in its initial state, with fresh metrics.
     ///
     /// # Errors
     ///
     /// A [`ConfigError`] for an unknown or cyclic base configuration, or a merged
     /// configuration that is invalid; the registry is unchanged then.
-    pub fn configure_bulkhead(
+    pub fn configure<G: GuardInstance>(
         &self,
         name: impl Into<Name>,
-        config: BulkheadConfig,
+        config: G::Config,
     ) -> Result<(), ConfigError> {
-        self.configure::<Bulkhead>(name.into(), config)
+        G::configure_in(self, name.into(), config)
     }
 
-    /// Replaces the default bulkhead configuration: the one of names never configured, and
+    /// Replaces the default configuration of kind `G`: the one of names never configured, and
     /// the base of named configurations that name no base.
     ///
     /// # Errors
     ///
     /// A [`ConfigError`] if `config` names a base (the default has none) or leaves a named
     /// configuration invalid; the registry is unchanged then.
+    pub fn configure_default<G: GuardInstance>(
+        &self,
+        config: G::Config,
+    ) -> Result<(), ConfigError> {
+        G::configure_default_in(self, config)
+    }
+
+    /// The effective configuration of the instance `name` of kind `G` (its own, resolved
+    /// against its base, or the default).
+    pub fn config<G: GuardInstance>(&self, name: &str) -> G::Config {
+        G::config_in(self, name)
+    }
+
+    /// Every instance of kind `G` created so far, sorted by name.
+    pub fn instances<G: GuardInstance>(&self) -> Vec<Arc<G>> {
+        G::instances_in(self)
+    }
+
+    // ----- bulkheads -----
+
+    /// [`instance`](Self::instance) for a bulkhead: the bulkhead `name`, made on first use.
+    pub fn bulkhead(&self, name: &str) -> Arc<Bulkhead> {
+        self.instance(name)
+    }
+
+    /// [`configure`](Self::configure) for a bulkhead.
+    ///
+    /// # Errors
+    ///
+    /// As [`configure`](Self::configure).
+    pub fn configure_bulkhead(
+        &self,
+        name: impl Into<Name>,
+        config: BulkheadConfig,
+    ) -> Result<(), ConfigError> {
+        self.configure::<Bulkhead>(name, config)
+    }
+
+    /// [`configure_default`](Self::configure_default) for a bulkhead.
+    ///
+    /// # Errors
+    ///
+    /// As [`configure_default`](Self::configure_default).
     pub fn configure_default_bulkhead(&self, config: BulkheadConfig) -> Result<(), ConfigError> {
         self.configure_default::<Bulkhead>(config)
     }
 
-    /// Every bulkhead instance created so far, sorted by name.
+    /// [`instances`](Self::instances) for bulkheads: every one made so far, sorted by name.
     pub fn bulkheads(&self) -> Vec<Arc<Bulkhead>> {
         self.instances()
     }
 
-    /// The effective configuration of the bulkhead `name` (its own, resolved against its
-    /// base, or the default).
+    /// [`config`](Self::config) for a bulkhead: the effective configuration of `name`.
     pub fn bulkhead_config(&self, name: &str) -> BulkheadConfig {
-        self.effective::<Bulkhead>(name)
+        self.config::<Bulkhead>(name)
     }
 
     // ----- rate limiters -----
 
-    /// The rate limiter named `name`, created with its configuration (or the default one) on
-    /// first use.
+    /// [`instance`](Self::instance) for a rate limiter: the rate limiter `name`, made on first use.
     pub fn rate_limiter(&self, name: &str) -> Arc<RateLimiter> {
         self.instance(name)
     }
 
-    /// Installs `config` for the rate limiter `name` and reconfigures its instance in place
-    /// (see [`RateLimiter::reconfigure`]: a fresh cycle of the new limit starts at once);
-    /// configurations based on it are re-resolved, and their instances reconfigured if their
-    /// effective configuration changed.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use resilience_runtime::{RateLimiterConfig, Registry};
-    ///
-    /// let registry = Registry::new();
-    /// registry.configure_rate_limiter("payments", RateLimiterConfig::builder()
-    ///     .limit_for_period(50)
-    ///     .limit_refresh_period(Duration::from_secs(1))
-    ///     .build()?)?;
-    /// assert_eq!(registry.rate_limiter("payments").available_permissions(), 50);
-    /// # Ok::<(), resilience_runtime::ConfigError>(())
-    /// ```
+    /// [`configure`](Self::configure) for a rate limiter.
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] for an unknown or cyclic base configuration, or a merged
-    /// configuration that is invalid; the registry is unchanged then.
+    /// As [`configure`](Self::configure).
     pub fn configure_rate_limiter(
         &self,
         name: impl Into<Name>,
         config: RateLimiterConfig,
     ) -> Result<(), ConfigError> {
-        self.configure::<RateLimiter>(name.into(), config)
+        self.configure::<RateLimiter>(name, config)
     }
 
-    /// Replaces the default rate limiter configuration: the one of names never configured,
-    /// and the base of named configurations that name no base.
+    /// [`configure_default`](Self::configure_default) for a rate limiter.
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] if `config` names a base (the default has none) or leaves a named
-    /// configuration invalid; the registry is unchanged then.
+    /// As [`configure_default`](Self::configure_default).
     pub fn configure_default_rate_limiter(
         &self,
         config: RateLimiterConfig,
@@ -432,125 +511,80 @@ impl Registry {
         self.configure_default::<RateLimiter>(config)
     }
 
-    /// Every rate limiter instance created so far, sorted by name.
+    /// [`instances`](Self::instances) for rate limiters: every one made so far, sorted by name.
     pub fn rate_limiters(&self) -> Vec<Arc<RateLimiter>> {
         self.instances()
     }
 
-    /// The effective configuration of the rate limiter `name` (its own, resolved against its
-    /// base, or the default).
+    /// [`config`](Self::config) for a rate limiter: the effective configuration of `name`.
     pub fn rate_limiter_config(&self, name: &str) -> RateLimiterConfig {
-        self.effective::<RateLimiter>(name)
+        self.config::<RateLimiter>(name)
     }
 
     // ----- retries -----
 
-    /// The retry named `name`, created with its configuration (or the default one) on first
-    /// use.
+    /// [`instance`](Self::instance) for a retry: the retry `name`, made on first use.
     pub fn retry(&self, name: &str) -> Arc<Retry> {
         self.instance(name)
     }
 
-    /// Installs `config` for the retry `name` and reconfigures its instance in place (calls
-    /// already retrying keep the configuration they read); configurations based on it are
-    /// re-resolved, and their instances reconfigured if their effective configuration changed.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use resilience_runtime::{Registry, RetryConfig};
-    ///
-    /// let registry = Registry::new();
-    /// registry.configure_retry("inventory", RetryConfig::builder()
-    ///     .max_attempts(3)
-    ///     .wait_duration(Duration::from_millis(100))
-    ///     .exponential_backoff(2.0, Duration::from_secs(2))
-    ///     .randomized_wait_factor(0.5)
-    ///     .build()?)?;
-    /// assert_eq!(registry.retry("inventory").config().max_attempts(), 3);
-    /// # Ok::<(), resilience_runtime::ConfigError>(())
-    /// ```
+    /// [`configure`](Self::configure) for a retry.
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] for an unknown or cyclic base configuration, or a merged
-    /// configuration that is invalid; the registry is unchanged then.
+    /// As [`configure`](Self::configure).
     pub fn configure_retry(
         &self,
         name: impl Into<Name>,
         config: RetryConfig,
     ) -> Result<(), ConfigError> {
-        self.configure::<Retry>(name.into(), config)
+        self.configure::<Retry>(name, config)
     }
 
-    /// Replaces the default retry configuration: the one of names never configured, and the
-    /// base of named configurations that name no base.
+    /// [`configure_default`](Self::configure_default) for a retry.
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] if `config` names a base (the default has none) or leaves a named
-    /// configuration invalid; the registry is unchanged then.
+    /// As [`configure_default`](Self::configure_default).
     pub fn configure_default_retry(&self, config: RetryConfig) -> Result<(), ConfigError> {
         self.configure_default::<Retry>(config)
     }
 
-    /// Every retry instance created so far, sorted by name.
+    /// [`instances`](Self::instances) for retries: every one made so far, sorted by name.
     pub fn retries(&self) -> Vec<Arc<Retry>> {
         self.instances()
     }
 
-    /// The effective configuration of the retry `name` (its own, resolved against its base,
-    /// or the default).
+    /// [`config`](Self::config) for a retry: the effective configuration of `name`.
     pub fn retry_config(&self, name: &str) -> RetryConfig {
-        self.effective::<Retry>(name)
+        self.config::<Retry>(name)
     }
 
     // ----- time limiters -----
 
-    /// The time limiter named `name`, created with its configuration (or the default one) on
-    /// first use.
+    /// [`instance`](Self::instance) for a time limiter: the time limiter `name`, made on first use.
     pub fn time_limiter(&self, name: &str) -> Arc<TimeLimiter> {
         self.instance(name)
     }
 
-    /// Installs `config` for the time limiter `name` and reconfigures its instance in place
-    /// (a call already waiting keeps its timeout); configurations based on it are re-resolved,
-    /// and their instances reconfigured if their effective configuration changed.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use resilience_runtime::{Registry, TimeLimiterConfig};
-    ///
-    /// let registry = Registry::new();
-    /// registry.configure_time_limiter("inventory", TimeLimiterConfig::builder()
-    ///     .timeout_duration(Duration::from_secs(1))
-    ///     .cancel_running_future(true)
-    ///     .build()?)?;
-    /// assert_eq!(
-    ///     registry.time_limiter("inventory").config().timeout_duration(),
-    ///     Duration::from_secs(1),
-    /// );
-    /// # Ok::<(), resilience_runtime::ConfigError>(())
-    /// ```
+    /// [`configure`](Self::configure) for a time limiter.
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] for an unknown or cyclic base configuration, or a merged
-    /// configuration that is invalid; the registry is unchanged then.
+    /// As [`configure`](Self::configure).
     pub fn configure_time_limiter(
         &self,
         name: impl Into<Name>,
         config: TimeLimiterConfig,
     ) -> Result<(), ConfigError> {
-        self.configure::<TimeLimiter>(name.into(), config)
+        self.configure::<TimeLimiter>(name, config)
     }
 
-    /// Replaces the default time limiter configuration: the one of names never configured,
-    /// and the base of named configurations that name no base.
+    /// [`configure_default`](Self::configure_default) for a time limiter.
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] if `config` names a base (the default has none) or leaves a named
-    /// configuration invalid; the registry is unchanged then.
+    /// As [`configure_default`](Self::configure_default).
     pub fn configure_default_time_limiter(
         &self,
         config: TimeLimiterConfig,
@@ -558,49 +592,41 @@ impl Registry {
         self.configure_default::<TimeLimiter>(config)
     }
 
-    /// Every time limiter instance created so far, sorted by name.
+    /// [`instances`](Self::instances) for time limiters: every one made so far, sorted by name.
     pub fn time_limiters(&self) -> Vec<Arc<TimeLimiter>> {
         self.instances()
     }
 
-    /// The effective configuration of the time limiter `name` (its own, resolved against its
-    /// base, or the default).
+    /// [`config`](Self::config) for a time limiter: the effective configuration of `name`.
     pub fn time_limiter_config(&self, name: &str) -> TimeLimiterConfig {
-        self.effective::<TimeLimiter>(name)
+        self.config::<TimeLimiter>(name)
     }
 
     // ----- circuit breakers -----
 
-    /// The circuit breaker named `name`, created with its configuration (or the default one)
-    /// on first use.
+    /// [`instance`](Self::instance) for a circuit breaker: the circuit breaker `name`, made on first use.
     pub fn circuit_breaker(&self, name: &str) -> Arc<CircuitBreaker> {
         self.instance(name)
     }
 
-    /// Installs `config` for the circuit breaker `name` and reconfigures its instance in place
-    /// (see [`CircuitBreaker::reconfigure`]: it starts over in its initial state, with fresh
-    /// metrics); configurations based on it are re-resolved, and their instances reconfigured
-    /// if their effective configuration changed.
+    /// [`configure`](Self::configure) for a circuit breaker.
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] for an unknown or cyclic base configuration, or a merged
-    /// configuration that is invalid; the registry is unchanged then.
+    /// As [`configure`](Self::configure).
     pub fn configure_circuit_breaker(
         &self,
         name: impl Into<Name>,
         config: CircuitBreakerConfig,
     ) -> Result<(), ConfigError> {
-        self.configure::<CircuitBreaker>(name.into(), config)
+        self.configure::<CircuitBreaker>(name, config)
     }
 
-    /// Replaces the default circuit breaker configuration: the one of names never
-    /// configured, and the base of named configurations that name no base.
+    /// [`configure_default`](Self::configure_default) for a circuit breaker.
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] if `config` names a base (the default has none) or leaves a named
-    /// configuration invalid; the registry is unchanged then.
+    /// As [`configure_default`](Self::configure_default).
     pub fn configure_default_circuit_breaker(
         &self,
         config: CircuitBreakerConfig,
@@ -608,15 +634,14 @@ impl Registry {
         self.configure_default::<CircuitBreaker>(config)
     }
 
-    /// Every circuit breaker instance created so far, sorted by name.
+    /// [`instances`](Self::instances) for circuit breakers: every one made so far, sorted by name.
     pub fn circuit_breakers(&self) -> Vec<Arc<CircuitBreaker>> {
         self.instances()
     }
 
-    /// The effective configuration of the circuit breaker `name` (its own, resolved against
-    /// its base, or the default).
+    /// [`config`](Self::config) for a circuit breaker: the effective configuration of `name`.
     pub fn circuit_breaker_config(&self, name: &str) -> CircuitBreakerConfig {
-        self.effective::<CircuitBreaker>(name)
+        self.config::<CircuitBreaker>(name)
     }
 
     // ----- precedence and re-entrancy -----
@@ -963,6 +988,34 @@ macro_rules! registered {
                 $instance::reconfigure(self, config);
             }
         }
+
+        impl sealed::Sealed for $instance {
+            type Config = $config;
+            fn instance_in(registry: &Registry, name: &str) -> Arc<Self> {
+                registry.instance_of(name)
+            }
+            fn configure_in(
+                registry: &Registry,
+                name: Name,
+                config: $config,
+            ) -> Result<(), ConfigError> {
+                registry.configure_of::<Self>(name, config)
+            }
+            fn configure_default_in(
+                registry: &Registry,
+                config: $config,
+            ) -> Result<(), ConfigError> {
+                registry.configure_default_of::<Self>(config)
+            }
+            fn config_in(registry: &Registry, name: &str) -> $config {
+                registry.effective_of::<Self>(name)
+            }
+            fn instances_in(registry: &Registry) -> Vec<Arc<Self>> {
+                registry.instances_of()
+            }
+        }
+
+        impl GuardInstance for $instance {}
 
         impl Registered for $instance {
             const ASPECT: Aspect = Aspect::$aspect;
