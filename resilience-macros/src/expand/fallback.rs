@@ -8,7 +8,7 @@ use syn::{FnArg, Ident, Pat, Signature, Type};
 
 use crate::stack::Stack;
 
-use super::guard::Names;
+use super::names::Names;
 use super::types::{borrows, mentions_impl_trait, respan, result_error_type};
 
 /// How a guarded function ends when it is refused, or (with `fallback_on_error`) fails.

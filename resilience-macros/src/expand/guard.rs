@@ -3,14 +3,12 @@
 
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned, ToTokens};
-use syn::{
-    AttrStyle, Attribute, Block, ExprAsync, Ident, Lifetime, ReturnType, Signature, Type,
-    Visibility,
-};
+use syn::{AttrStyle, Attribute, Block, ExprAsync, ReturnType, Signature, Type, Visibility};
 
 use crate::stack::Stack;
 
 use super::fallback::{ending, Ending};
+use super::names::Names;
 use super::types::{async_trait_body, async_trait_body_mut, future_output, is_result, return_hint};
 use super::wrapped::{wrapped_body, Body, Parts};
 use crate::args::Kind;
@@ -302,37 +300,6 @@ pub(super) fn guard_fn(
 /// each attempt clones them and the function keeps the originals).
 fn moves_arguments(stack: &Stack) -> bool {
     stack.has_wrapper() && stack.of(Kind::Retry).is_none()
-}
-
-/// The locals of the generated code, at mixed-site hygiene so user code cannot see or clash
-/// with them.
-pub(super) struct Names {
-    pub(super) plan: Ident,
-    pub(super) call: Ident,
-    pub(super) rejected: Ident,
-    pub(super) result: Ident,
-    pub(super) error: Ident,
-    pub(super) output: Ident,
-    /// The label of the block that enters the guards and runs the call.
-    pub(super) entry: Lifetime,
-    /// The argument of a sync body that also answers a refusal: admitted, or the rejection.
-    pub(super) admission: Ident,
-}
-
-impl Names {
-    fn new() -> Self {
-        let name = |n: &str| Ident::new(n, Span::mixed_site());
-        Names {
-            plan: name("__plan"),
-            call: name("__call"),
-            rejected: name("__rejected"),
-            result: name("__result"),
-            error: name("__error"),
-            output: name("__output"),
-            entry: Lifetime::new("'__resilience_entry", Span::mixed_site()),
-            admission: name("__admission"),
-        }
-    }
 }
 
 /// The function's call site: a `static`, registered with `inventory` for

@@ -7,6 +7,7 @@
 
 mod fallback;
 mod guard;
+mod names;
 mod types;
 mod wrapped;
 

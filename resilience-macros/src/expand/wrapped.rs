@@ -15,7 +15,7 @@ use syn::{FnArg, Pat, Signature, Type};
 use crate::args::Kind;
 use crate::stack::Stack;
 
-use super::guard::Names;
+use super::names::Names;
 
 /// What the wrapped call's body is: the statements of a sync function, or the future
 /// expression of an async one (an `async move` block).
