@@ -1,12 +1,15 @@
 //! One guarded call in progress: running a call through a [`Plan`] (this file), the permits
-//! it holds ([`held`]), entering the plan's gates ([`enter`]), and the call chain that
-//! recognises re-entry ([`chain`]).
+//! it holds ([`held`]), entering the plan's gates ([`enter`]), the call chain that recognises
+//! re-entry ([`chain`]), plans with wrappers ([`wrapped`], [`wrapped_async`], the call made
+//! and judged in [`attempt`]), and the reference every entry is held to ([`reference`](mod@reference)).
 
+mod attempt;
 mod chain;
 mod enter;
 mod held;
 pub mod reference;
 mod wrapped;
+mod wrapped_async;
 
 pub(crate) use held::Held;
 
@@ -15,8 +18,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use attempt::{ByOutcome, Judged, Once, Repeat};
 use chain::{on_chain, on_chain_one};
-use wrapped::{ByOutcome, Judged, Once, Repeat};
 
 use crate::error::Rejected;
 use crate::gate::{Entry, Gate, Permit};

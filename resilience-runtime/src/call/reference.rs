@@ -21,9 +21,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
 
+use super::attempt::{attempted, succeeded, Attempt, ByOutcome, Judge, Judged, Once, Repeat};
 use super::chain::{chain_holds, on_chain};
 use super::held::{Held, HeldSlot};
-use super::wrapped::{attempted, succeeded, Attempt, ByOutcome, Judge, Judged, Once, Repeat};
 use crate::error::Rejected;
 use crate::gate::Entry;
 use crate::outcome::CallOutcome;
