@@ -24,10 +24,10 @@ mod call;
 mod call_site;
 pub mod circuit_breaker;
 mod clock;
+mod config_debug;
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub mod document;
-mod effective;
 mod error;
 mod gate;
 #[cfg(feature = "metrics")]

@@ -41,7 +41,7 @@ pub struct BulkheadConfig {
     fair_call_handling: Option<bool>,
 }
 
-crate::effective::debug_effective!(BulkheadConfig {
+crate::config_debug::debug_effective!(BulkheadConfig {
     max_concurrent_calls,
     max_wait_duration,
     fair_call_handling,

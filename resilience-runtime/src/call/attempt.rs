@@ -1,5 +1,5 @@
 //! How a call is made and judged, for the plans with wrappers: made again for each attempt of
-//! a retry ([`Repeat`]) or once ([`Once`]), and judged for the breakers, the retry and the
+//! a retry ([`Repeat`]) or once ([`OneShot`]), and judged for the breakers, the retry and the
 //! time limiter ([`Judge`]).
 
 use crate::error::Rejected;
@@ -40,9 +40,9 @@ impl<O, F: FnMut() -> O> Attempt for Repeat<F> {
 
 /// A call that can be made once (a future given as it is): a retry around it makes one
 /// attempt.
-pub(crate) struct Once<F>(pub(crate) Option<F>);
+pub(crate) struct OneShot<F>(pub(crate) Option<F>);
 
-impl<O, F: FnOnce() -> O> Attempt for Once<F> {
+impl<O, F: FnOnce() -> O> Attempt for OneShot<F> {
     type Output = O;
     fn attempt(&mut self) -> O {
         // `repeatable` is false once it ran: no retry asks again.

@@ -102,7 +102,7 @@ impl Plan {
     /// wait (nothing taken there, the gates before it held); `None` once every gate admitted
     /// the call. On a rejection, `held` holds none of the segment's gates.
     #[inline(always)]
-    fn enter_from<'a, S: Span>(
+    fn enter_from<'a, S: GateRange>(
         &'a self,
         from: usize,
         span: S,
@@ -119,7 +119,7 @@ impl Plan {
     /// mapped after the loop: returning the index with the rejection cost the two-gate
     /// `Plan::call` 26 instructions).
     #[inline(always)]
-    pub(crate) fn enter_from_or<'a, S: Span, E>(
+    pub(crate) fn enter_from_or<'a, S: GateRange, E>(
         &'a self,
         from: usize,
         span: S,
@@ -203,7 +203,7 @@ impl Plan {
     /// state (a queue place, a timer).
     #[cold]
     #[inline(never)]
-    fn wait_from<'c, 'a, S: Span>(
+    fn wait_from<'c, 'a, S: GateRange>(
         &'a self,
         from: usize,
         span: S,
@@ -214,7 +214,7 @@ impl Plan {
 
     /// The rest of an asynchronous entry from the gate `steps[from]`, which made the call
     /// wait: waits for it, then asks the gates after it in the segment `gates`.
-    async fn enter_waiting<'a, S: Span>(
+    async fn enter_waiting<'a, S: GateRange>(
         &'a self,
         mut from: usize,
         span: S,
@@ -251,7 +251,7 @@ impl Plan {
 
 /// Which gates of a plan an entry asks: every one ([`Whole`], a plan without wrappers: nothing
 /// to store or compare) or one segment ([`Part`]).
-pub(crate) trait Span: Copy + Unpin + Send + Sync + 'static {
+pub(crate) trait GateRange: Copy + Unpin + Send + Sync + 'static {
     /// The first gate's index.
     fn start(self) -> usize;
     /// The index of the first gate to ask (those before it held already).
@@ -279,7 +279,7 @@ impl Plan {
     }
 }
 
-impl Span for Whole {
+impl GateRange for Whole {
     #[inline(always)]
     fn start(self) -> usize {
         0
@@ -302,7 +302,7 @@ pub(crate) struct Part {
     from: usize,
 }
 
-impl Span for Part {
+impl GateRange for Part {
     #[inline(always)]
     fn start(self) -> usize {
         self.start
@@ -363,7 +363,7 @@ pub(crate) struct EnterAsync<'c, 'a, S, const LONE: bool = false> {
 /// The boxed wait of an asynchronous entry (see [`Plan::enter_waiting`]).
 type Waiting<'c> = Pin<Box<dyn Future<Output = Result<(), Rejected>> + Send + 'c>>;
 
-impl<S: Span, const LONE: bool> Future for EnterAsync<'_, '_, S, LONE> {
+impl<S: GateRange, const LONE: bool> Future for EnterAsync<'_, '_, S, LONE> {
     type Output = Result<(), Rejected>;
 
     // Inlined into the guarded call's own future, whose first poll it is: the state is read

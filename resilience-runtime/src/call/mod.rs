@@ -18,7 +18,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use attempt::{ByOutcome, Judged, Once, Repeat};
+use attempt::{ByOutcome, Judged, OneShot, Repeat};
 use chain::{on_chain, on_chain_one};
 
 use crate::error::Rejected;
@@ -197,7 +197,7 @@ impl Plan {
         if self.has_wrappers() {
             let judge = ByOutcome(CallOutcome::of_result::<T, E>);
             return match self
-                .run_wrapped_async(Once(Some(move || call)), judge)
+                .run_wrapped_async(OneShot(Some(move || call)), judge)
                 .await
             {
                 Ok(result) => result,
@@ -223,7 +223,7 @@ impl Plan {
         F: Future<Output = R>,
     {
         if self.has_wrappers() {
-            let attempt = Once(Some(move || call));
+            let attempt = OneShot(Some(move || call));
             return self.run_wrapped_async(attempt, ByOutcome(classify)).await;
         }
         let mut guarded = GuardedCall::new();
@@ -362,7 +362,7 @@ pub async fn run_wrapped_future<R, F: Future<Output = R>>(
         failed,
         retry_on: |_: &R| false,
     };
-    plan.run_wrapped_async(Once(Some(move || call)), judge)
+    plan.run_wrapped_async(OneShot(Some(move || call)), judge)
         .await
 }
 
@@ -380,7 +380,8 @@ pub async fn run_nested_future<R, F: Future<Output = R>>(
         failed,
         retry_on: |_: &R| false,
     };
-    plan.run_nested_async(Once(Some(move || call)), judge).await
+    plan.run_nested_async(OneShot(Some(move || call)), judge)
+        .await
 }
 
 /// The guarded call of a function whose stack has only gates, for the attribute macros:

@@ -21,7 +21,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
 
-use super::attempt::{attempted, succeeded, Attempt, ByOutcome, Judge, Judged, Once, Repeat};
+use super::attempt::{attempted, succeeded, Attempt, ByOutcome, Judge, Judged, OneShot, Repeat};
 use super::chain::{chain_holds, on_chain};
 use super::held::{Held, HeldSlot};
 use crate::error::Rejected;
@@ -40,7 +40,7 @@ pub fn run<R>(
 ) -> Result<R, Rejected> {
     let judge = ByOutcome(classify);
     if once {
-        start(plan, &mut Once(Some(call)), &judge)
+        start(plan, &mut OneShot(Some(call)), &judge)
     } else {
         start(plan, &mut Repeat(call), &judge)
     }
@@ -73,7 +73,7 @@ pub async fn run_async<R, F: Future<Output = R>>(
 ) -> Result<R, Rejected> {
     let judge = ByOutcome(classify);
     if once {
-        start_async(plan, &mut Once(Some(&mut call)), &judge).await
+        start_async(plan, &mut OneShot(Some(&mut call)), &judge).await
     } else {
         start_async(plan, &mut Repeat(&mut call), &judge).await
     }
@@ -94,7 +94,7 @@ pub async fn run_judged_async<R, F: Future<Output = R>>(
         retry_on,
     };
     if once {
-        start_async(plan, &mut Once(Some(&mut call)), &judge).await
+        start_async(plan, &mut OneShot(Some(&mut call)), &judge).await
     } else {
         start_async(plan, &mut Repeat(&mut call), &judge).await
     }

@@ -139,7 +139,7 @@ macro_rules! nested_async {
                     ($plan, &mut held, &mut $attempt, &$judge, slot.as_mut());
                 Box::pin(async move {
                     let mut resume = resume;
-                    let mut cx = Cx {
+                    let mut cx = Nested {
                         plan,
                         held,
                         attempt,
@@ -371,7 +371,7 @@ impl Resume<'_> {
 
 /// What every level of an async call run as nested segments works on, passed down as one
 /// reference: each level's future then keeps one pointer across its awaits instead of six.
-struct Cx<'c, 'a, A: Attempt, J> {
+struct Nested<'c, 'a, A: Attempt, J> {
     plan: &'a Plan,
     held: &'c mut Held<'a>,
     attempt: &'c mut A,
@@ -384,7 +384,7 @@ struct Cx<'c, 'a, A: Attempt, J> {
 /// Releases the gates of a segment, recording nothing, if dropped before the segment ended:
 /// when a time limiter outside it cut the call off, or the whole call was dropped.
 struct SegmentGuard<'g, 'c, 'a, A: Attempt, J> {
-    cx: &'g mut Cx<'c, 'a, A, J>,
+    cx: &'g mut Nested<'c, 'a, A, J>,
     gates: &'a [Step],
     done: bool,
 }
@@ -399,7 +399,7 @@ impl<A: Attempt, J> Drop for SegmentGuard<'_, '_, '_, A, J> {
 
 /// Enters the gates of segment `index` as `cx.resume` says: all of them, those from where the
 /// first attempt stopped, or none (held already).
-async fn enter_segment<A, J>(cx: &mut Cx<'_, '_, A, J>, index: usize) -> Result<(), Rejected>
+async fn enter_segment<A, J>(cx: &mut Nested<'_, '_, A, J>, index: usize) -> Result<(), Rejected>
 where
     A: Attempt,
 {
@@ -419,7 +419,7 @@ where
 macro_rules! async_segment {
     ($segment:ident, $index:literal, $next:ident) => {
         async fn $segment<A, J>(
-            cx: &mut Cx<'_, '_, A, J>,
+            cx: &mut Nested<'_, '_, A, J>,
         ) -> Result<<A::Output as Future>::Output, Rejected>
         where
             A: Attempt,
@@ -486,7 +486,7 @@ async_segment!(segment1, 1, segment2);
 /// The last segment: a plan holds each wrapper kind once, so the third segment (after two
 /// wrappers) has none and runs the call.
 async fn segment2<A, J>(
-    cx: &mut Cx<'_, '_, A, J>,
+    cx: &mut Nested<'_, '_, A, J>,
 ) -> Result<<A::Output as Future>::Output, Rejected>
 where
     A: Attempt,
@@ -514,7 +514,7 @@ where
 
 /// Runs one attempt's call in its place: the future already there (the first attempt's,
 /// polled once flat), or a new one.
-async fn run_in_place<A, J>(cx: &mut Cx<'_, '_, A, J>) -> <A::Output as Future>::Output
+async fn run_in_place<A, J>(cx: &mut Nested<'_, '_, A, J>) -> <A::Output as Future>::Output
 where
     A: Attempt,
     A::Output: Future,

@@ -154,7 +154,7 @@ pub struct CircuitBreakerConfig {
     initial_state: Option<CircuitState>,
 }
 
-crate::effective::debug_effective!(CircuitBreakerConfig {
+crate::config_debug::debug_effective!(CircuitBreakerConfig {
     failure_rate_threshold,
     slow_call_rate_threshold,
     slow_call_duration_threshold,

@@ -58,7 +58,7 @@ pub struct RateLimiterConfig {
     timeout_duration: Option<Duration>,
 }
 
-crate::effective::debug_effective!(RateLimiterConfig {
+crate::config_debug::debug_effective!(RateLimiterConfig {
     limit_for_period,
     limit_refresh_period,
     timeout_duration,

@@ -61,7 +61,7 @@ pub struct RetryConfig {
     retry_on_rejection: Option<bool>,
 }
 
-crate::effective::debug_effective!(RetryConfig {
+crate::config_debug::debug_effective!(RetryConfig {
     max_attempts,
     wait_duration,
     exponential_backoff,

@@ -42,7 +42,7 @@ pub struct TimeLimiterConfig {
     cancel_running_future: Option<bool>,
 }
 
-crate::effective::debug_effective!(TimeLimiterConfig {
+crate::config_debug::debug_effective!(TimeLimiterConfig {
     timeout_duration,
     cancel_running_future,
 });

@@ -54,10 +54,10 @@ macro_rules! debug_effective {
                     out.field("base", base);
                 }
                 $(
-                    let set = $crate::effective::debug_effective!(@set self, $field $(, $set)?);
+                    let set = $crate::config_debug::debug_effective!(@set self, $field $(, $set)?);
                     out.field(
                         stringify!($field),
-                        &$crate::effective::Field::new(set, based, self.$field()),
+                        &$crate::config_debug::Field::new(set, based, self.$field()),
                     );
                 )*
                 out.finish()
