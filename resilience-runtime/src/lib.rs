@@ -47,6 +47,7 @@ pub mod time_limiter;
 mod timer;
 #[cfg(feature = "tracing")]
 mod trace;
+mod wrapper;
 
 pub use aspect::Aspect;
 pub use blocking::allow_blocking;

@@ -209,8 +209,7 @@ enum Place {
 /// One guard of a plan, in execution order: a gate, or a wrapper of the rest.
 pub(crate) enum Layer<'p> {
     Gate(&'p Step),
-    Retry(&'p Retry),
-    TimeLimiter(&'p TimeLimiter),
+    Wrapper(&'p Wrapper),
 }
 
 /// One segment of a plan run as nested segments: gates, then the wrapper (if any) that wraps
@@ -513,10 +512,7 @@ impl Plan {
     pub(crate) fn layer(&self, index: usize) -> Option<Layer<'_>> {
         Some(match *self.layout.get(index)? {
             Place::Gate(i) => Layer::Gate(&self.steps[i]),
-            Place::Wrapper(i) => match &self.wrappers[i].1 {
-                Wrapper::Retry(retry) => Layer::Retry(retry),
-                Wrapper::TimeLimiter(limiter) => Layer::TimeLimiter(limiter),
-            },
+            Place::Wrapper(i) => Layer::Wrapper(&self.wrappers[i].1),
         })
     }
 

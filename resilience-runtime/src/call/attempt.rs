@@ -6,6 +6,7 @@ use crate::error::Rejected;
 use crate::outcome::CallOutcome;
 use crate::plan::Step;
 use crate::retry::Attempted;
+use crate::wrapper::Ended;
 
 use super::held::Held;
 
@@ -150,5 +151,13 @@ pub(super) fn finish<R>(
     match result {
         Ok(result) => held.complete_segment(steps, judge.outcome(result)),
         Err(rejected) => held.rejected_segment(steps, rejected),
+    }
+}
+
+/// How the rest of a plan ended, as a wrapper around it sees it.
+pub(super) fn ended<R>(judge: &impl Judge<R>, result: &Result<R, Rejected>) -> Ended {
+    Ended {
+        attempted: attempted(judge, result),
+        failed: !succeeded(judge, result),
     }
 }

@@ -8,20 +8,20 @@
 //!   policy says), runs the rest holding its permit, then records how the rest ended and
 //!   releases the permit: an outcome, a refusal from further in, or nothing (a panic, a
 //!   dropped future, a time limiter that cut the rest off);
-//! - a retry runs the rest, and again after each attempt it retries, waiting between them;
-//! - a time limiter runs the rest under its timer (async), or counts how it ended (sync: a
-//!   thread cannot be cut off);
+//! - a wrapper (through its seam, `wrapper::WrapCall`) runs the rest under the deadline it
+//!   polls (async: the time limiter's, cut off when it fires), then says stop or run the rest
+//!   again after a wait (the retry); a sync call cannot be cut off, only counted;
 //! - past the last guard, the call runs with every permit held on the call chain.
 //!
 //! It shares with the engine only the aspects' own steps (a gate's admission and permit, a
-//! retry's `Attempts`, a time limiter's `Limit`) and the permits' store and chain: what is
-//! compared is how the engine joins them.
+//! wrapper's call through the seam) and the permits' store and chain: what is compared is how
+//! the engine joins them.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
 
-use super::attempt::{attempted, succeeded, Attempt, ByOutcome, Judge, Judged, OneShot, Repeat};
+use super::attempt::{ended, Attempt, ByOutcome, Judge, Judged, OneShot, Repeat};
 use super::chain::{chain_holds, on_chain};
 use super::held::{Held, HeldSlot};
 use crate::error::Rejected;
@@ -29,6 +29,8 @@ use crate::gate::Entry;
 use crate::outcome::CallOutcome;
 use crate::plan::{match_step, Layer, Plan, ReentrancyPolicy, Step};
 use crate::retry::Next;
+use crate::time_limiter::Expired;
+use crate::wrapper::{WrapCall, WrapperCall};
 
 /// [`Plan::run`] (or, `once`, a call that can be made once), the reference way. Waits block
 /// the thread.
@@ -132,23 +134,18 @@ fn level<'a, A: Attempt, J: Judge<A::Output>>(
             release(held, step, judge, &result);
             result
         }
-        Some(Layer::Retry(retry)) => {
-            let mut attempts = retry.attempts_blocking();
+        Some(Layer::Wrapper(wrapper)) => {
+            let mut call = wrapper.begin(true);
             loop {
                 let result = level(plan, index + 1, held, attempt, judge);
-                match attempts.after(attempted(judge, &result), attempt.repeatable()) {
+                match call.after(ended(judge, &result), attempt.repeatable()) {
                     Next::Stop => return result,
                     Next::RetryAfter(wait) => {
                         drop(result);
-                        retry.sleep_blocking(wait);
+                        call.sleep_blocking(wait);
                     }
                 }
             }
-        }
-        Some(Layer::TimeLimiter(limiter)) => {
-            let result = level(plan, index + 1, held, attempt, judge);
-            limiter.completed(succeeded(judge, &result));
-            result
         }
     }
 }
@@ -205,25 +202,45 @@ where
                 release(holding.held, step, judge, &result);
                 result
             }
-            Some(Layer::Retry(retry)) => {
-                let mut attempts = retry.attempts();
+            Some(Layer::Wrapper(wrapper)) => {
+                let mut call = wrapper.begin(false);
                 loop {
-                    let result = level_async(plan, index + 1, &mut *held, attempt, judge).await;
-                    match attempts.after(attempted(judge, &result), attempt.repeatable()) {
+                    let rest = level_async(plan, index + 1, &mut *held, attempt, judge);
+                    let result = under_deadline(&mut call, rest).await;
+                    match call.after(ended(judge, &result), attempt.repeatable()) {
                         Next::Stop => return result,
                         Next::RetryAfter(wait) => {
                             drop(result);
-                            retry.sleep(wait).await;
+                            call.sleep(wait).await;
                         }
                     }
                 }
             }
-            Some(Layer::TimeLimiter(limiter)) => {
-                let rest = level_async(plan, index + 1, held, attempt, judge);
-                limiter.limit(rest, |result| succeeded(judge, result)).await
+        }
+    })
+}
+
+/// Runs `rest` under `call`'s deadline: cut off (dropped, so every level inside releases its
+/// gate, recording nothing) with the deadline's rejection if it fires first and says so.
+async fn under_deadline<R>(
+    call: &mut WrapperCall<'_>,
+    rest: Boxed<'_, Result<R, Rejected>>,
+) -> Result<R, Rejected> {
+    let mut rest = Some(rest);
+    std::future::poll_fn(|cx| {
+        let running = rest.as_mut().expect("polled after it ended");
+        if let Poll::Ready(result) = running.as_mut().poll(cx) {
+            return Poll::Ready(result);
+        }
+        match call.poll_expired(cx) {
+            Poll::Pending | Poll::Ready(Expired::Overran) => Poll::Pending,
+            Poll::Ready(Expired::CutOff(rejected)) => {
+                rest = None;
+                Poll::Ready(Err(rejected))
             }
         }
     })
+    .await
 }
 
 /// Polls the call's future with the call's permits on the call chain, and drops it there,

@@ -25,11 +25,8 @@ pub use events::RetryEvent;
 pub use metrics::RetryMetrics;
 
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -38,6 +35,7 @@ use crate::blocking::Blocking;
 use crate::clock::{deadline_after, Clock, Reading};
 use crate::name::Name;
 use crate::subscribers::{Subscribers, SubscriptionId};
+use crate::wrapper::{Ended, Sleep, Wrap, WrapCall};
 
 /// A retry: makes a call again, up to [`max_attempts`](RetryConfig::max_attempts) times in
 /// all, after a failure it retries, waiting between attempts as its [`RetryConfig`] says.
@@ -227,20 +225,6 @@ impl fmt::Debug for Retry {
     }
 }
 
-/// The wait of [`Retry::sleep`]: ready at once for no wait.
-pub(crate) struct Sleep<'r>(Option<Pin<Box<dyn Future<Output = ()> + Send + 'r>>>);
-
-impl Future for Sleep<'_> {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        match &mut self.0 {
-            None => Poll::Ready(()),
-            Some(sleep) => sleep.as_mut().poll(cx),
-        }
-    }
-}
-
 /// How one attempt ended, as a retry sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Attempted {
@@ -340,5 +324,35 @@ impl Attempts<'_> {
             }
         });
         Next::Stop
+    }
+}
+
+// ----- the wrapper seam -----
+
+impl Wrap for Retry {
+    type Call<'w> = Attempts<'w>;
+
+    #[inline]
+    fn begin(&self, blocking: bool) -> Attempts<'_> {
+        if blocking {
+            self.attempts_blocking()
+        } else {
+            self.attempts()
+        }
+    }
+}
+
+impl WrapCall for Attempts<'_> {
+    #[inline]
+    fn after(&mut self, ended: Ended, repeatable: bool) -> Next {
+        Attempts::after(self, ended.attempted, repeatable)
+    }
+
+    fn sleep(&self, wait: Duration) -> Sleep<'_> {
+        self.retry.sleep(wait)
+    }
+
+    fn sleep_blocking(&self, wait: Duration) {
+        self.retry.sleep_blocking(wait);
     }
 }

@@ -35,7 +35,9 @@ use arc_swap::ArcSwap;
 use crate::clock::{deadline_after, Clock, Reading};
 use crate::error::Rejected;
 use crate::name::Name;
+use crate::retry::Next;
 use crate::subscribers::{Subscribers, SubscriptionId};
+use crate::wrapper::{Ended, Wrap, WrapCall};
 
 /// A time limiter: cuts off an async call that takes longer than
 /// [`timeout_duration`](TimeLimiterConfig::timeout_duration) with [`Rejected::TimedOut`].
@@ -356,5 +358,50 @@ where
                 Poll::Ready(Err(rejected))
             }
         }
+    }
+}
+
+// ----- the wrapper seam -----
+
+/// One call through a time limiter: its timer, started at the rest's first suspension, and
+/// whether it fired (then the call was counted as timed out, and its end is not counted again).
+pub(crate) struct Limiting<'t> {
+    limiter: &'t TimeLimiter,
+    deadline: Option<Deadline<'t>>,
+    expired: bool,
+}
+
+impl Wrap for TimeLimiter {
+    type Call<'w> = Limiting<'w>;
+
+    /// A sync call cannot be cut off: it is only counted as it ends.
+    #[inline]
+    fn begin(&self, _blocking: bool) -> Limiting<'_> {
+        Limiting {
+            limiter: self,
+            deadline: None,
+            expired: false,
+        }
+    }
+}
+
+impl WrapCall for Limiting<'_> {
+    fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Expired> {
+        if self.expired {
+            return Poll::Pending;
+        }
+        let limiter = self.limiter;
+        let deadline = self.deadline.get_or_insert_with(|| limiter.start());
+        let expired = std::task::ready!(deadline.poll_expired(cx));
+        self.expired = true;
+        Poll::Ready(expired)
+    }
+
+    #[inline]
+    fn after(&mut self, ended: Ended, _repeatable: bool) -> Next {
+        if !self.expired {
+            self.limiter.completed(!ended.failed);
+        }
+        Next::Stop
     }
 }

@@ -1,0 +1,129 @@
+//! The seam of the wrapping aspects: a [`Wrap`] runs the rest of a plan (the guards after it,
+//! then the call) on its own terms: again after a failure (the retry), under a deadline (the
+//! time limiter). Shaped like tower's `retry::Policy`: a call [`begin`](Wrap::begin)s, polls
+//! the deadline its rest runs under, and after each run of the rest says [`Next::Stop`] or
+//! [`Next::RetryAfter`] a wait. An engine loops over that once per execution model and names no
+//! wrapper: it holds a begun call as a [`WrapperCall`], dispatched statically over the closed
+//! set of kinds (`match_wrapper_call!`).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use crate::plan::Wrapper;
+use crate::retry::{Attempted, Attempts, Next};
+use crate::time_limiter::{Expired, Limiting};
+
+/// A wrapping aspect.
+pub(crate) trait Wrap {
+    /// One call through the wrapper: what it keeps across the runs of the rest.
+    type Call<'w>: WrapCall
+    where
+        Self: 'w;
+
+    /// A call enters the wrapper; `blocking` says its waits block the thread (a sync call).
+    fn begin(&self, blocking: bool) -> Self::Call<'_>;
+}
+
+/// One call through a wrapper.
+pub(crate) trait WrapCall {
+    /// Polls the deadline the rest runs under, started at its first poll (the rest's first
+    /// suspension): `Pending` until it fires, and forever for a wrapper without one, or after
+    /// it fired. When it fires the call was counted as timed out, and is to be cut off
+    /// ([`Expired::CutOff`]) or let run on ([`Expired::Overran`]).
+    fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Expired> {
+        let _ = cx;
+        Poll::Pending
+    }
+
+    /// The rest ended as `ended` (`repeatable`: the call can be made again): stop with it, or
+    /// run the rest again after a wait.
+    fn after(&mut self, ended: Ended, repeatable: bool) -> Next;
+
+    /// Waits `wait` before the next run of the rest, asynchronously.
+    fn sleep(&self, wait: Duration) -> Sleep<'_> {
+        let _ = wait;
+        Sleep(None)
+    }
+
+    /// Waits `wait` before the next run of the rest, blocking the thread.
+    fn sleep_blocking(&self, wait: Duration) {
+        let _ = wait;
+    }
+}
+
+/// How the rest of a plan ended, as a wrapper around it sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Ended {
+    /// As a retry sees it (a refusal from further in included).
+    pub(crate) attempted: Attempted,
+    /// Whether it failed, as a time limiter counts it (a refusal is a failure).
+    pub(crate) failed: bool,
+}
+
+/// A wait between two runs of the rest: ready at once for no wait; otherwise boxed, so that
+/// its state (a tokio `Sleep`, a manual clock's) is not laid out in the future of every call
+/// through a wrapper, where only a call that waits needs it.
+pub(crate) struct Sleep<'r>(pub(crate) Option<Pin<Box<dyn Future<Output = ()> + Send + 'r>>>);
+
+impl Future for Sleep<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        match &mut self.0 {
+            None => Poll::Ready(()),
+            Some(sleep) => sleep.as_mut().poll(cx),
+        }
+    }
+}
+
+/// A begun call through one of the closed set of wrapper kinds.
+pub(crate) enum WrapperCall<'w> {
+    Retry(Attempts<'w>),
+    TimeLimiter(Limiting<'w>),
+}
+
+/// Runs `$e` with `$c` bound to the call of whichever kind `$call` is: static dispatch, one arm
+/// per wrapper kind, no wildcard.
+macro_rules! match_wrapper_call {
+    ($call:expr, $c:ident => $e:expr) => {
+        match $call {
+            WrapperCall::Retry($c) => $e,
+            WrapperCall::TimeLimiter($c) => $e,
+        }
+    };
+}
+
+impl Wrapper {
+    /// A call enters this wrapper (see [`Wrap::begin`]).
+    #[inline]
+    pub(crate) fn begin(&self, blocking: bool) -> WrapperCall<'_> {
+        match self {
+            Wrapper::Retry(retry) => WrapperCall::Retry(retry.begin(blocking)),
+            Wrapper::TimeLimiter(limiter) => WrapperCall::TimeLimiter(limiter.begin(blocking)),
+        }
+    }
+}
+
+impl WrapCall for WrapperCall<'_> {
+    #[inline]
+    fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Expired> {
+        match_wrapper_call!(self, c => c.poll_expired(cx))
+    }
+
+    #[inline]
+    fn after(&mut self, ended: Ended, repeatable: bool) -> Next {
+        match_wrapper_call!(self, c => WrapCall::after(c, ended, repeatable))
+    }
+
+    #[inline]
+    fn sleep(&self, wait: Duration) -> Sleep<'_> {
+        match_wrapper_call!(self, c => c.sleep(wait))
+    }
+
+    #[inline]
+    fn sleep_blocking(&self, wait: Duration) {
+        match_wrapper_call!(self, c => c.sleep_blocking(wait));
+    }
+}
