@@ -176,6 +176,18 @@ pub(crate) enum Wrapper {
     TimeLimiter(Arc<TimeLimiter>),
 }
 
+/// Runs `$e` with `$w` bound to the instance of whichever wrapper kind `$wrapper` is (as
+/// [`match_step!`] for gates): static dispatch, one arm per wrapper kind, no wildcard.
+macro_rules! match_wrapper {
+    ($wrapper:expr, $w:ident => $e:expr) => {
+        match $wrapper {
+            $crate::plan::Wrapper::Retry($w) => $e,
+            $crate::plan::Wrapper::TimeLimiter($w) => $e,
+        }
+    };
+}
+pub(crate) use match_wrapper;
+
 impl Wrapper {
     fn id(&self) -> u64 {
         match self {

@@ -37,12 +37,13 @@
 //! A retried attempt is not a re-entry: an attempt's call is on the call chain only while it
 //! runs, so the next attempt enters the gates inside the retry as a new call would.
 
-use super::attempt::{attempted, finish, succeeded, Attempt, Judge};
+use super::attempt::{ended, finish, Attempt, Judge};
 use super::chain::on_chain;
 use super::held::Held;
 use crate::error::Rejected;
-use crate::plan::{Plan, Wrapper};
-use crate::retry::{Attempted, Attempts, Next, Retry};
+use crate::plan::{match_wrapper, Plan};
+use crate::retry::{Attempted, Next};
+use crate::wrapper::{Ended, Wrap, WrapCall, WrapperCall};
 
 impl Plan {
     /// Runs `attempt` through a plan with wrappers, blocking the thread where a gate makes the
@@ -53,8 +54,8 @@ impl Plan {
     /// by one. When it ends in a way no retry retries (the common case), the wrappers count it
     /// and every gate records the outcome, innermost first: what the nested segments would do,
     /// without their bookkeeping. A refusal, or an attempt a retry retries, continues in the
-    /// nested model from where the first attempt left off. A plan that is one retry and no
-    /// gate skips all of it (see [`retry_alone_blocking`]).
+    /// nested model from where the first attempt left off. A plan that is one wrapper and no
+    /// gate skips all of it (see [`wrapper_alone_blocking`]).
     #[inline(always)]
     pub(crate) fn run_wrapped<A, J>(&self, attempt: A, judge: &J) -> Result<A::Output, Rejected>
     where
@@ -80,8 +81,9 @@ impl Plan {
         A: Attempt,
         J: Judge<A::Output>,
     {
-        if let Some(Wrapper::Retry(retry)) = self.lone_wrapper() {
-            return match retry_alone_blocking(retry, attempt, judge) {
+        if let Some(wrapper) = self.lone_wrapper() {
+            let alone = match_wrapper!(wrapper, w => wrapper_alone_blocking(&**w, attempt, judge));
+            return match alone {
                 Ok(output) => ran(output),
                 Err(rejected) => refused(rejected),
             };
@@ -101,10 +103,9 @@ impl Plan {
                 // loads read the call's narrow stores: BENCHMARKS.md).
                 match self.end_first_attempt(&mut held, &attempt, judge, &output) {
                     None => return ran(output),
-                    Some((index, retry, attempts, wait)) => self.retry_later(
+                    Some((index, call, wait)) => self.retry_later(
                         index,
-                        retry,
-                        attempts,
+                        call,
                         wait,
                         &mut held,
                         &mut attempt,
@@ -127,9 +128,8 @@ impl Plan {
     }
 
     /// The first attempt ended with `output`: the wrappers, innermost first, see it end; unless
-    /// a retry retries it, every gate records its outcome (`None`). `Some` says which retry
-    /// retries it (its index and itself), with its attempts so far and the wait before the
-    /// next.
+    /// one runs the rest again, every gate records its outcome (`None`). `Some` says which
+    /// wrapper does (its index and its call) and the wait before the next run.
     #[inline(always)]
     fn end_first_attempt<'a, A, J>(
         &'a self,
@@ -137,30 +137,27 @@ impl Plan {
         attempt: &A,
         judge: &J,
         output: &A::Output,
-    ) -> Option<(usize, &'a Retry, Attempts<'a>, std::time::Duration)>
+    ) -> Option<(usize, WrapperCall<'a>, std::time::Duration)>
     where
         A: Attempt,
         J: Judge<A::Output>,
     {
+        let ended = Ended {
+            attempted: judge.attempted(output),
+            failed: judge.failed(output),
+        };
         // A first attempt that succeeded is counted by a retry without an event, so the
         // wrappers may see it before the gates record it, in one pass (the common case);
         // otherwise the gates inside each wrapper record it first, as in the nested model (a
         // breaker's transition comes before the retry's event).
-        let succeeded = judge.attempted(output) == Attempted::Succeeded;
+        let succeeded = ended.attempted == Attempted::Succeeded;
         for (index, (before, wrapper)) in self.wrappers().iter().enumerate().rev() {
             if !succeeded {
                 held.complete_inner(*before, judge.outcome(output));
             }
-            match wrapper {
-                Wrapper::TimeLimiter(limiter) => limiter.completed(!judge.failed(output)),
-                Wrapper::Retry(retry) => {
-                    let mut attempts = retry.attempts_blocking();
-                    if let Next::RetryAfter(wait) =
-                        attempts.after(judge.attempted(output), attempt.repeatable())
-                    {
-                        return Some((index, retry, attempts, wait));
-                    }
-                }
+            let mut call = wrapper.begin(true);
+            if let Next::RetryAfter(wait) = call.after(ended, attempt.repeatable()) {
+                return Some((index, call, wait));
             }
         }
         held.complete_in_place(judge.outcome(output));
@@ -198,8 +195,7 @@ impl Plan {
     fn retry_later<'a, A, J>(
         &'a self,
         index: usize,
-        retry: &Retry,
-        attempts: Attempts<'_>,
+        call: WrapperCall<'a>,
         wait: std::time::Duration,
         held: &mut Held<'a>,
         attempt: &mut A,
@@ -213,8 +209,8 @@ impl Plan {
         let before = self.wrappers()[index].0;
         finish(held, &self.steps()[before..], judge, &result);
         drop(result);
-        retry.sleep_blocking(wait);
-        let result = self.retry_loop(index, retry, attempts, held, attempt, judge);
+        call.sleep_blocking(wait);
+        let result = self.run_again(index, call, held, attempt, judge);
         self.release_segment(index, held, judge, &result);
         match index.checked_sub(1) {
             None => result,
@@ -238,21 +234,13 @@ impl Plan {
         J: Judge<A::Output>,
     {
         loop {
-            result = match &self.wrappers()[index].1 {
-                Wrapper::TimeLimiter(limiter) => {
-                    limiter.completed(succeeded(judge, &result));
-                    result
-                }
-                Wrapper::Retry(retry) => {
-                    let mut attempts = retry.attempts_blocking();
-                    match attempts.after(attempted(judge, &result), attempt.repeatable()) {
-                        Next::Stop => result,
-                        Next::RetryAfter(wait) => {
-                            drop(result);
-                            retry.sleep_blocking(wait);
-                            self.retry_loop(index, retry, attempts, held, attempt, judge)
-                        }
-                    }
+            let mut call = self.wrappers()[index].1.begin(true);
+            result = match call.after(ended(judge, &result), attempt.repeatable()) {
+                Next::Stop => result,
+                Next::RetryAfter(wait) => {
+                    drop(result);
+                    call.sleep_blocking(wait);
+                    self.run_again(index, call, held, attempt, judge)
                 }
             };
             self.release_segment(index, held, judge, &result);
@@ -263,13 +251,12 @@ impl Plan {
         }
     }
 
-    /// The attempts after the first of the retry `index`, each running the segments inside it
-    /// in the nested model, until the retry stops.
-    fn retry_loop<'a, A, J>(
+    /// The runs after the first of the rest inside wrapper `index` (begun as `call`), each in
+    /// the nested model, until the wrapper stops.
+    fn run_again<'a, A, J>(
         &'a self,
         index: usize,
-        retry: &Retry,
-        mut attempts: Attempts<'_>,
+        mut call: WrapperCall<'a>,
         held: &mut Held<'a>,
         attempt: &mut A,
         judge: &J,
@@ -282,11 +269,11 @@ impl Plan {
             let result = self
                 .enter_gates(self.segment(index + 1).gates, held)
                 .and_then(|()| self.run_within(index + 1, held, attempt, judge));
-            match attempts.after(attempted(judge, &result), attempt.repeatable()) {
+            match call.after(ended(judge, &result), attempt.repeatable()) {
                 Next::Stop => return result,
                 Next::RetryAfter(wait) => {
                     drop(result);
-                    retry.sleep_blocking(wait);
+                    call.sleep_blocking(wait);
                 }
             }
         }
@@ -318,58 +305,36 @@ impl Plan {
         J: Judge<A::Output>,
     {
         let segment = self.segment(index);
-        let inner = |held: &mut Held<'a>, attempt: &mut A| {
-            let next = self.segment(index + 1);
-            self.enter_gates(next.gates, held)?;
-            self.run_within(index + 1, held, attempt, judge)
-        };
         let result = match segment.wrapper {
             None => Ok(on_chain(held, || attempt.attempt())),
-            Some(Wrapper::Retry(retry)) => {
-                let mut attempts = retry.attempts_blocking();
-                loop {
-                    let result = inner(held, attempt);
-                    match attempts.after(attempted(judge, &result), attempt.repeatable()) {
-                        Next::Stop => break result,
-                        Next::RetryAfter(wait) => {
-                            drop(result);
-                            retry.sleep_blocking(wait);
-                        }
-                    }
-                }
-            }
-            // A thread cannot be cancelled: the call runs through, counted.
-            Some(Wrapper::TimeLimiter(limiter)) => {
-                let result = inner(held, attempt);
-                limiter.completed(succeeded(judge, &result));
-                result
-            }
+            // A thread cannot be cut off: a time limiter only counts how the rest ended.
+            Some(wrapper) => self.run_again(index, wrapper.begin(true), held, attempt, judge),
         };
         finish(held, &self.steps()[segment.gates], judge, &result);
         result
     }
 }
 
-/// A plan of one retry and no gate (`#[retry]` alone), sync: the attempts, the retry's count
-/// and events, and the waits blocking the thread, as in the nested model, without a gate to
-/// enter or release or an (empty) frame to link for the attempts after the first.
-fn retry_alone_blocking<A, J>(
-    retry: &Retry,
+/// A plan of one wrapper and no gate (`#[retry]` alone, sync), run as the nested model runs
+/// it, without a gate to enter or release or an (empty) frame to link for each run.
+fn wrapper_alone_blocking<W, A, J>(
+    wrapper: &W,
     mut attempt: A,
     judge: &J,
 ) -> Result<A::Output, Rejected>
 where
+    W: Wrap,
     A: Attempt,
     J: Judge<A::Output>,
 {
-    let mut attempts = retry.attempts_blocking();
+    let mut call = wrapper.begin(true);
     loop {
         let result = Ok(attempt.attempt());
-        match attempts.after(attempted(judge, &result), attempt.repeatable()) {
+        match call.after(ended(judge, &result), attempt.repeatable()) {
             Next::Stop => return result,
             Next::RetryAfter(wait) => {
                 drop(result);
-                retry.sleep_blocking(wait);
+                call.sleep_blocking(wait);
             }
         }
     }
