@@ -372,6 +372,9 @@ pub struct Plan {
     /// site's cache builds such a plan; [`Registry::plan`](crate::Registry::plan) returns an
     /// error instead.
     unconfigured: Option<(Aspect, Name)>,
+    /// Whether a gate sits inside a wrapper that counts a first run that succeeded with an
+    /// event (a time limiter): such a plan records that run in the nested model's order.
+    gate_inside_a_loud_wrapper: bool,
 }
 
 impl Plan {
@@ -384,6 +387,7 @@ impl Plan {
             generation,
             policy,
             unconfigured: None,
+            gate_inside_a_loud_wrapper: false,
         }
     }
 
@@ -403,6 +407,7 @@ impl Plan {
             generation,
             policy,
             unconfigured: Some((aspect, name)),
+            gate_inside_a_loud_wrapper: false,
         }
     }
 
@@ -416,6 +421,7 @@ impl Plan {
 
     /// Adds the gate `step` after the guards already in the plan (the caller sorts them).
     pub(crate) fn push(&mut self, step: Step) {
+        self.gate_inside_a_loud_wrapper |= self.wrappers.iter().any(|(_, w)| !w.quiet_success());
         self.order.push(step.kind());
         self.layout.push(Place::Gate(self.steps.len()));
         self.steps.push(step);
@@ -426,6 +432,14 @@ impl Plan {
     pub(crate) fn push_wrapper(&mut self, wrapper: Wrapper) {
         self.layout.push(Place::Wrapper(self.wrappers.len()));
         self.wrappers.push((self.steps.len(), wrapper));
+    }
+
+    /// Whether a first attempt that succeeded may end in one pass, the wrappers seeing it
+    /// before the gates record it: no event can then show the order (see
+    /// [`Wrap::quiet_success`](crate::wrapper::Wrap::quiet_success)).
+    #[inline(always)]
+    pub(crate) fn one_pass_success(&self) -> bool {
+        !self.gate_inside_a_loud_wrapper
     }
 
     /// The kinds of the steps, in order.

@@ -24,6 +24,12 @@ pub(crate) trait Wrap {
 
     /// A call enters the wrapper; `blocking` says its waits block the thread (a sync call).
     fn begin(&self, blocking: bool) -> Self::Call<'_>;
+
+    /// Whether a first run of the rest that succeeded is counted without an event (a retry's
+    /// is; a time limiter's success goes to its per-call subscribers).
+    fn quiet_success(&self) -> bool {
+        false
+    }
 }
 
 /// One call through a wrapper.
@@ -96,6 +102,11 @@ macro_rules! match_wrapper_call {
 }
 
 impl Wrapper {
+    /// See [`Wrap::quiet_success`].
+    pub(crate) fn quiet_success(&self) -> bool {
+        crate::plan::match_wrapper!(self, w => w.quiet_success())
+    }
+
     /// A call enters this wrapper (see [`Wrap::begin`]).
     #[inline]
     pub(crate) fn begin(&self, blocking: bool) -> WrapperCall<'_> {

@@ -30,7 +30,7 @@ use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::Once;
+use std::sync::{Arc, Mutex, Once};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -130,7 +130,7 @@ impl Case {
     }
 
     /// A registry of its own, on a manual clock, configured for the case.
-    fn registry(&self) -> (Registry, ManualClock) {
+    fn registry(&self) -> (Registry, ManualClock, Events) {
         let clock = ManualClock::new();
         let registry = Registry::with_clock(clock.clone());
         registry.keep_recent_events(4096);
@@ -196,7 +196,9 @@ impl Case {
                     .unwrap(),
             )
             .unwrap();
-        (registry, clock)
+        let events = Events::default();
+        events.subscribe(&registry);
+        (registry, clock, events)
     }
 }
 
@@ -365,10 +367,38 @@ fn observe(registry: &Registry) -> Vec<String> {
     seen
 }
 
+/// Every event each instance delivered to a subscriber, in order: the per-call ones (a
+/// success, an error, a time limiter's count) as well as the rare ones the registry keeps.
+#[derive(Clone, Default)]
+struct Events(Arc<Mutex<Vec<String>>>);
+
+impl Events {
+    fn subscribe(&self, registry: &Registry) {
+        macro_rules! into {
+            ($log:expr) => {{
+                let log = Arc::clone(&$log.0);
+                move |event: &_| log.lock().unwrap().push(format!("{event:?}"))
+            }};
+        }
+        registry.bulkhead(NAME).subscribe(into!(self));
+        registry.rate_limiter(NAME).subscribe(into!(self));
+        registry.retry(NAME).subscribe(into!(self));
+        registry.circuit_breaker(NAME).subscribe(into!(self));
+        registry.time_limiter(NAME).subscribe(into!(self));
+    }
+
+    /// The events since the last call of `take`.
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
 /// One call as the test saw it.
 #[derive(Debug, PartialEq)]
 struct Seen {
     result: String,
+    /// The events delivered during the call.
+    events: Vec<String>,
     body: Vec<String>,
     after: Vec<String>,
 }
@@ -406,7 +436,7 @@ type SyncEntry<'e> = &'e dyn Fn(&Case, &Plan, &Body) -> Out;
 
 /// Runs every call of `case` on a fresh registry through `entry`, sync.
 fn run_sync(case: &Case, entry: SyncEntry<'_>) -> Vec<Seen> {
-    let (registry, clock) = case.registry();
+    let (registry, clock, events) = case.registry();
     let plan = registry.plan(&case.guards()).unwrap();
     let mut seen = Vec::new();
     for call in &case.calls {
@@ -432,6 +462,7 @@ fn run_sync(case: &Case, entry: SyncEntry<'_>) -> Vec<Seen> {
         drop(permits);
         seen.push(Seen {
             result: ended_as(ended),
+            events: events.take(),
             body: log.take(),
             after: observe(&registry),
         });
@@ -448,7 +479,7 @@ type AsyncEntry<'e> = &'e dyn for<'a> Fn(&'a Case, &'a Plan, &'a Body) -> CallFu
 /// Runs every call of `case` on a fresh registry through `entry`, polled by hand: a call
 /// scripted `with_next` runs side by side with the next one, their polls taking turns.
 fn run_async(case: &Case, entry: AsyncEntry<'_>) -> Vec<Seen> {
-    let (registry, clock) = case.registry();
+    let (registry, clock, events) = case.registry();
     let plan = registry.plan(&case.guards()).unwrap();
     let bulkhead = registry.bulkhead(NAME);
     let mut seen = Vec::new();
@@ -488,9 +519,11 @@ fn run_async(case: &Case, entry: AsyncEntry<'_>) -> Vec<Seen> {
         let ended = drive(futures, &clock, group, &mut permits);
         drop(permits);
         let after = observe(&registry);
+        let delivered = events.take();
         for (ended, body) in ended.into_iter().zip(&bodies) {
             seen.push(Seen {
                 result: ended_as(ended),
+                events: delivered.clone(),
                 body: body.log.take(),
                 after: after.clone(),
             });
@@ -857,6 +890,7 @@ fn through_fallback(expected: &[Seen], fallback: Fallback) -> Vec<Seen> {
                 Fallback::Yes => seen.result.replacen("refused: ", "fallback: ", 1),
                 Fallback::No => seen.result.clone(),
             },
+            events: seen.events.clone(),
             body: seen.body.clone(),
             after: seen.after.clone(),
         })
@@ -1085,6 +1119,7 @@ fn agree(entry: &str, seen: &[Seen], expected: &[Seen]) {
             std::slice::from_ref(&expected.result),
         );
         same("body", &seen.body, &expected.body);
+        same("events", &seen.events, &expected.events);
         same("after", &seen.after, &expected.after);
     }
     assert_eq!(seen.len(), expected.len());

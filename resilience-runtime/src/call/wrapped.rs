@@ -146,11 +146,11 @@ impl Plan {
             attempted: judge.attempted(output),
             failed: judge.failed(output),
         };
-        // A first attempt that succeeded is counted by a retry without an event, so the
-        // wrappers may see it before the gates record it, in one pass (the common case);
-        // otherwise the gates inside each wrapper record it first, as in the nested model (a
-        // breaker's transition comes before the retry's event).
-        let succeeded = ended.attempted == Attempted::Succeeded;
+        // A first attempt that succeeded may be seen by the wrappers before the gates record
+        // it, in one pass (the common case), where no event can show the order; otherwise the
+        // gates inside each wrapper record it first, as in the nested model (a breaker's
+        // transition comes before the retry's event).
+        let succeeded = ended.attempted == Attempted::Succeeded && self.one_pass_success();
         for (index, (before, wrapper)) in self.wrappers().iter().enumerate().rev() {
             if !succeeded {
                 held.complete_inner(*before, judge.outcome(output));

@@ -262,7 +262,8 @@ impl Plan {
         J: Judge<O>,
     {
         // As in `end_first_attempt`: a success is seen by the wrappers first, in one pass.
-        let hot = matches!(result, Ok(output) if judge.attempted(output) == Attempted::Succeeded);
+        let hot = self.one_pass_success()
+            && matches!(result, Ok(output) if judge.attempted(output) == Attempted::Succeeded);
         for (index, (before, wrapper)) in self.wrappers()[..wrappers].iter().enumerate().rev() {
             // The gates inside the wrapper see the attempt end before the wrapper does, as in
             // the nested model (those a refusal or a cut-off released already hold nothing).

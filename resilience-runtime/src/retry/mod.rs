@@ -340,6 +340,10 @@ impl Wrap for Retry {
             self.attempts()
         }
     }
+
+    fn quiet_success(&self) -> bool {
+        true
+    }
 }
 
 impl WrapCall for Attempts<'_> {
