@@ -1,5 +1,5 @@
 //! One criterion run: this project's guards against the peers a user would pick instead, with
-//! equal policies where the peer can express them (see BENCHMARKS.md for where it cannot).
+//! equal policies where the peer can express them (see BENCHMARKS.md at 79fb71f for where it cannot).
 //!
 //! Group and function names are read by `bench-table` (src/bin/bench-table.rs): a function whose
 //! name starts with `ours` is this project, anything else is a peer or a baseline.

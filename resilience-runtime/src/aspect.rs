@@ -79,6 +79,18 @@ aspects! {
     TimeLimiter: "time_limiter", "time limiter", precedence 500;
 }
 
+// `ALL` is in declaration order, which the docs call the default precedence order.
+const _: () = {
+    let mut i = 1;
+    while i < Aspect::ALL.len() {
+        assert!(
+            Aspect::ALL[i - 1].default_precedence() < Aspect::ALL[i].default_precedence(),
+            "declare the aspects in the order of their default precedence"
+        );
+        i += 1;
+    }
+};
+
 impl Aspect {
     /// The position of this kind in [`Aspect::ALL`], for arrays indexed by kind.
     pub(crate) const fn index(self) -> usize {

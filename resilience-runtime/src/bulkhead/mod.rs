@@ -372,10 +372,12 @@ impl Bulkhead {
 
     /// Takes a permit, waiting asynchronously up to `max_wait_duration` until one is free.
     ///
-    /// A free permit, or a zero `max_wait_duration`, needs no runtime; a finite wait for a
-    /// permit runs on tokio's timer (`tokio::time::timeout`), so it needs a tokio runtime with
-    /// the time driver enabled. Dropping the future gives up the wait: the caller leaves the
-    /// queue and a permit it had been handed goes to the next waiter.
+    /// A free permit, or a zero `max_wait_duration`, needs no runtime. A finite wait runs on
+    /// the bulkhead's clock: a [`ManualClock`](crate::ManualClock) ends it when advanced; the
+    /// system clock sleeps on tokio's timer inside a tokio runtime (whose time driver must be
+    /// enabled), else on the crate's shared timer thread. Dropping the future gives up the
+    /// wait: the caller leaves the queue and a permit it had been handed goes to the next
+    /// waiter.
     ///
     /// # Errors
     ///
@@ -421,26 +423,30 @@ impl Bulkhead {
             Ok(()) => return Ok(self.permit()),
             Err(key) => key,
         };
-        let mut waiter = std::pin::pin!(Waiter::new(&self.semaphore, key));
-        let acquired = match wait {
-            // Timed on the bulkhead's clock, as every other wait of a guard: a manual clock
-            // moves it, the system clock sleeps on tokio's timer (or the shared timer thread).
-            Wait::For(wait) => {
-                let deadline = deadline_after(self.clock.read(Reading::Precise), wait);
-                let mut expired =
-                    std::pin::pin!(self.clock.sleep_until(Reading::Precise, deadline));
-                std::future::poll_fn(|cx| {
-                    if waiter.as_mut().poll(cx).is_ready() {
-                        return Poll::Ready(true);
-                    }
-                    expired.as_mut().poll(cx).map(|()| false)
-                })
-                .await
+        let acquired = {
+            let mut waiter = std::pin::pin!(Waiter::new(&self.semaphore, key));
+            match wait {
+                // Timed on the bulkhead's clock, as every other wait of a guard: a manual clock
+                // moves it, the system clock sleeps on tokio's timer (or the shared timer thread).
+                Wait::For(wait) => {
+                    let deadline = deadline_after(self.clock.read(Reading::Precise), wait);
+                    let mut expired =
+                        std::pin::pin!(self.clock.sleep_until(Reading::Precise, deadline));
+                    std::future::poll_fn(|cx| {
+                        if waiter.as_mut().poll(cx).is_ready() {
+                            return Poll::Ready(true);
+                        }
+                        expired.as_mut().poll(cx).map(|()| false)
+                    })
+                    .await
+                }
+                Wait::Reject | Wait::Forever => {
+                    waiter.await;
+                    true
+                }
             }
-            Wait::Reject | Wait::Forever => {
-                waiter.await;
-                true
-            }
+            // A waiter that timed out leaves the queue here, before its refusal is counted and
+            // delivered (passing on a permit handed to it meanwhile).
         };
         if acquired {
             Ok(self.permit())

@@ -135,7 +135,7 @@ impl Plan {
     {
         // `run_async`'s body, not a call of it: one state machine fewer to resume and drop.
         // (One body for the four async entry points, returned as it is from each, measured
-        // 0.8 ns slower on the two-gate plan and 2 ns on five aspects: BENCHMARKS.md.)
+        // 0.8 ns slower on the two-gate plan and 2 ns on five aspects: BENCHMARKS.md at 79fb71f.)
         if self.has_wrappers() {
             let judge = ByOutcome(CallOutcome::of_result::<T, E>);
             return match self.run_wrapped_async(Repeat(&mut call), judge).await {
@@ -549,7 +549,7 @@ fn run<R>(
 /// completed, with no walk over the plan's steps or the slots of the other gate kinds, and a
 /// refusal answered at once (nothing else is held to see it). Against the general path it
 /// saved 20 instructions per admitted call and 92 per refusal (what a lone breaker answers
-/// while it is open), and the permit in a local 14 more per admitted call (BENCHMARKS.md).
+/// while it is open), and the permit in a local 14 more per admitted call (BENCHMARKS.md at 79fb71f).
 #[inline(always)]
 fn one_gate<G: Gate, R, O>(
     gate: &G,

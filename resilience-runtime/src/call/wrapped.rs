@@ -68,7 +68,7 @@ impl Plan {
     /// [`run_wrapped`](Self::run_wrapped), its output turned into the caller's by `ran`, or its
     /// rejection by `refused`: [`Plan::call`] returns the call's own `Result`, which on the hot
     /// path is then the first attempt's output moved once, where wrapped in `Ok` and unwrapped
-    /// again it was copied twice (BENCHMARKS.md).
+    /// again it was copied twice (BENCHMARKS.md at 79fb71f).
     #[inline(always)]
     pub(crate) fn run_wrapped_into<A, J, O>(
         &self,
@@ -100,7 +100,7 @@ impl Plan {
                 };
                 // Judged by reference where it lies, as the async path does: moved only to be
                 // returned (each move of a result is a copy, and a stall when the copy's wide
-                // loads read the call's narrow stores: BENCHMARKS.md).
+                // loads read the call's narrow stores: BENCHMARKS.md at 79fb71f).
                 match self.end_first_attempt(&mut held, &attempt, judge, &output) {
                     None => return ran(output),
                     Some((index, call, wait)) => self.retry_later(

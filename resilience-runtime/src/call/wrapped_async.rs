@@ -43,7 +43,7 @@ macro_rules! attempt_over {
 /// shortcuts: the first attempt flat, then the nested model. A macro, not an `async fn` the two
 /// await: a nested future is one more state machine to resume and to drop on every call, and a
 /// branch that a constant rules out still has its states in the coroutine's layout (both
-/// measured: BENCHMARKS.md), so the two are written out from one text.
+/// measured: BENCHMARKS.md at 79fb71f), so the two are written out from one text.
 macro_rules! nested_async {
     ($plan:ident, $attempt:ident, $judge:ident) => {{
         let mut held = Held::new();
@@ -61,7 +61,7 @@ macro_rules! nested_async {
                 // it stayed alive across that await, so was laid out in the future's state:
                 // the hot path's result was written there and copied out in pieces, wide
                 // loads over narrow stores (five aspects: 33 instructions and 5 to 12 ns per
-                // call more than this, BENCHMARKS.md).
+                // call more than this, BENCHMARKS.md at 79fb71f).
                 let retried = {
                     let first = FirstPoll {
                         held: $plan.gates_on_chain(&held),
@@ -221,7 +221,7 @@ impl Plan {
     /// a plan that has a gate or more than one wrapper (the macros know it of a stack of more
     /// than one annotation: its plan holds every guard of the stack). Its state machine lacks
     /// the lone wrapper's states, which every call of the other pays to resume and to drop
-    /// (five aspects: 21 instructions; BENCHMARKS.md). Right for any plan: given a lone
+    /// (five aspects: 21 instructions; BENCHMARKS.md at 79fb71f). Right for any plan: given a lone
     /// wrapper after all, the nested model runs it, as it did before the shortcut existed.
     pub(crate) async fn run_nested_async<A, J>(
         &self,
@@ -561,7 +561,7 @@ impl<F: Future> Drop for InPlace<'_, '_, '_, F> {
 /// the call's poll in it. A future of its own rather than a `poll_fn` closure, so that its
 /// poll is inlined into the call's: LLVM kept the closure's out of line, and the call-chain
 /// link and the first poll of the call's future with it (five aspects 618 → 559
-/// instructions, BENCHMARKS.md).
+/// instructions, BENCHMARKS.md at 79fb71f).
 struct FirstPoll<'s, 'h, 'a, F> {
     /// The call's permits, to put on the chain while it is polled; `None` for a plan without
     /// gates.

@@ -250,7 +250,7 @@ impl Timeline {
         // take writes is then held from its read to its swap for a handful of instructions,
         // not for a clock reading and a division, so that callers on two cores rarely swap
         // from a stale value (this order took two threads taking from one limiter from
-        // 1.5–1.9× governor's time to 0.6–0.9×: BENCHMARKS.md). Read after the parameters,
+        // 1.5–1.9× governor's time to 0.6–0.9×: BENCHMARKS.md at 79fb71f). Read after the parameters,
         // `next` is checked against them at the top of the loop: see "Reconfiguration" above.
         let mut params = self.params();
         let (mut now, mut cycle_start, mut cycle_end) = params.read_cycle(clock);

@@ -20,8 +20,9 @@ use crate::time_limiter::{TimeLimiter, TimeLimiterConfig};
 /// [`CircuitBreaker`], [`TimeLimiter`]. The type parameter of the registry's generic methods
 /// ([`instance`](Registry::instance), [`configure`](Registry::configure),
 /// [`configure_default`](Registry::configure_default), [`config`](Registry::config),
-/// [`instances`](Registry::instances)), with its configuration type as `G::Config`. Sealed:
-/// the kinds are the crate's.
+/// [`instances`](Registry::instances)), with its configuration type as `G::Config`:
+/// [`BulkheadConfig`], [`RateLimiterConfig`], [`RetryConfig`], [`CircuitBreakerConfig`],
+/// [`TimeLimiterConfig`]. Sealed: the kinds are the crate's.
 pub trait GuardInstance: sealed::Sealed {}
 
 /// What the generic methods do for one kind, out of users' reach (the sealed trait pattern).
@@ -159,7 +160,8 @@ impl Registry {
     ///
     /// - a [`Bulkhead`]'s permits held count against the new limit;
     /// - a [`RateLimiter`] starts a fresh cycle of the new limit at once;
-    /// - a [`Retry`]'s calls already retrying keep the configuration they read;
+    /// - a [`Retry`]'s calls already retrying follow the new configuration from their next
+    ///   failure;
     /// - a [`TimeLimiter`]'s calls already waiting keep their timeout;
     /// - a [`CircuitBreaker`] starts over in its initial state, with fresh metrics.
     ///

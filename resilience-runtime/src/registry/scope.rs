@@ -64,7 +64,7 @@ impl Registry {
     /// innermost one counting. A guarded `async fn` takes its plan when first polled: one
     /// whose future `f` makes but does not poll runs on whatever is in scope when it is
     /// polled; use [`scope_async`](Self::scope_async) for async code. Outside every scope a guarded call pays one thread-local read
-    /// for this (see BENCHMARKS.md); inside one, it takes its plan from a per-call-site cache
+    /// for this (see BENCHMARKS.md at 79fb71f); inside one, it takes its plan from a per-call-site cache
     /// of the last registry used (an `Arc` clone).
     ///
     /// ```

@@ -121,8 +121,8 @@ impl Retry {
     }
 
     /// Changes the configuration in place: the instance, its subscribers and its counters
-    /// stay. Calls in progress keep the configuration they read at their first failure; later
-    /// calls use the new one.
+    /// stay. A call in progress reads the configuration in force at each failure (whether to
+    /// go on, and the wait before its next attempt), so it follows the new one from then on.
     pub fn reconfigure(&self, config: RetryConfig) {
         self.config.store(Arc::new(config));
     }
