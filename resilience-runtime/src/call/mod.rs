@@ -677,9 +677,12 @@ where
             // A panic in the call abandons it: its permits go during the unwind (as an
             // `async fn`'s locals do), not whenever this future happens to be dropped; after
             // the call is off the chain.
-            let abandon = Abandon(&mut *this.held);
+            let mut abandon = Abandon {
+                held: &mut *this.held,
+                polled: false,
+            };
             let call = &mut this.call;
-            let polled = on_chain(abandon.0.held_ref(), || {
+            let polled = on_chain(abandon.held.held_ref(), || {
                 let polled = call.as_mut().as_pin_mut().map(|call| call.poll(cx));
                 if let Some(Poll::Ready(_)) = polled {
                     // The call's future is dropped while its guards are still on the chain,
@@ -688,7 +691,7 @@ where
                 }
                 polled
             });
-            std::mem::forget(abandon);
+            abandon.polled = true;
             polled
         };
         let Some(Poll::Ready(result)) = polled else {
@@ -703,12 +706,18 @@ where
     }
 }
 
-/// Abandons the call (releases its permits, recording nothing) if dropped: by an unwind.
-struct Abandon<'r, H: HeldBy>(&'r mut H);
+/// Abandons the call (releases its permits, recording nothing) if dropped before its poll
+/// returned: by an unwind.
+struct Abandon<'r, H: HeldBy> {
+    held: &'r mut H,
+    polled: bool,
+}
 
 impl<H: HeldBy> Drop for Abandon<'_, H> {
     fn drop(&mut self) {
-        self.0.abandon();
+        if !self.polled {
+            self.held.abandon();
+        }
     }
 }
 
