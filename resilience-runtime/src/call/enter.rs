@@ -235,7 +235,7 @@ impl Plan {
     /// Applies the re-entrancy policy to `step`: `Ok(true)` to ask it, `Ok(false)` to pass
     /// through it, `Err` to refuse the call.
     #[cold]
-    fn admit_reentry(&self, step: &Step) -> Result<bool, Rejected> {
+    pub(super) fn admit_reentry(&self, step: &Step) -> Result<bool, Rejected> {
         if !chain_holds(step.id()) {
             return Ok(true);
         }

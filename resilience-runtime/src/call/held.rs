@@ -150,20 +150,6 @@ impl<'a> Held<'a> {
         self.end(End::Complete(outcome));
     }
 
-    /// The gates after the first `outer` of the plan (those inside a wrapper) record `outcome`
-    /// and are released, innermost first; the outer ones are left as they are.
-    pub(crate) fn complete_inner(&mut self, outer: usize, outcome: CallOutcome) {
-        let order = self.order;
-        let mut inner = order.kinds().count().saturating_sub(outer);
-        for kind in order.kinds().rev() {
-            if inner == 0 {
-                break;
-            }
-            inner -= 1;
-            self.finish(kind, End::Complete(outcome));
-        }
-    }
-
     /// Releases every permit, innermost first, recording nothing.
     pub(crate) fn abandon(&mut self) {
         self.end(End::Abandon);

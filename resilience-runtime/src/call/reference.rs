@@ -22,7 +22,7 @@ use std::pin::Pin;
 use std::task::Poll;
 
 use super::attempt::{ended, Attempt, ByOutcome, Judge, Judged, OneShot, Repeat};
-use super::chain::{chain_holds, on_chain};
+use super::chain::on_chain;
 use super::held::{Held, HeldSlot};
 use crate::error::Rejected;
 use crate::gate::Entry;
@@ -326,18 +326,13 @@ async fn admit_async<'a>(
     Ok(true)
 }
 
-/// The re-entrancy policy at `step`: whether to ask it (`false`: pass through).
+/// The re-entrancy policy at `step`, as the engine applies it: whether to ask it (`false`:
+/// pass through it, the call chain holds it already).
 fn reentry_admitted(plan: &Plan, step: &Step) -> Result<bool, Rejected> {
-    if plan.policy() == ReentrancyPolicy::Allow || !chain_holds(step.id()) {
+    if plan.policy() == ReentrancyPolicy::Allow {
         return Ok(true);
     }
-    match plan.policy() {
-        ReentrancyPolicy::Reject => Err(Rejected::Reentrant {
-            aspect: step.aspect(),
-            name: step.name().clone(),
-        }),
-        ReentrancyPolicy::PassThrough | ReentrancyPolicy::Allow => Ok(false),
-    }
+    plan.admit_reentry(step)
 }
 
 fn enter_blocking<'a, G: HeldSlot>(gate: &'a G, held: &mut Held<'a>) -> Result<(), Rejected> {

@@ -153,7 +153,7 @@ impl Plan {
         let succeeded = ended.attempted == Attempted::Succeeded && self.one_pass_success();
         for (index, (before, wrapper)) in self.wrappers().iter().enumerate().rev() {
             if !succeeded {
-                held.complete_inner(*before, judge.outcome(output));
+                held.complete_segment(&self.steps()[*before..], judge.outcome(output));
             }
             let mut call = wrapper.begin(true);
             if let Next::RetryAfter(wait) = call.after(ended, attempt.repeatable()) {
