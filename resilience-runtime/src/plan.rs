@@ -435,9 +435,9 @@ impl Plan {
     }
 
     /// Whether a first attempt that succeeded may end in one pass, the wrappers seeing it
-    /// before the gates record it: no event can then show the order (see
-    /// [`Wrap::quiet_success`](crate::wrapper::Wrap::quiet_success)).
-    #[inline(always)]
+    /// before the gates record it: no event can then show the order (no gate sits inside a
+    /// wrapper whose success is an event).
+    #[inline]
     pub(crate) fn one_pass_success(&self) -> bool {
         !self.gate_inside_a_loud_wrapper
     }
