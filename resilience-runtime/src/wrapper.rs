@@ -18,7 +18,7 @@ use crate::time_limiter::{Expired, Limiting};
 /// A wrapping aspect.
 pub(crate) trait Wrap {
     /// One call through the wrapper: what it keeps across the runs of the rest.
-    type Call<'w>: WrapCall
+    type Call<'w>: WrapCall<'w>
     where
         Self: 'w;
 
@@ -32,8 +32,8 @@ pub(crate) trait Wrap {
     }
 }
 
-/// One call through a wrapper.
-pub(crate) trait WrapCall {
+/// One call through a wrapper, borrowing from its wrapper for `'w`.
+pub(crate) trait WrapCall<'w> {
     /// Polls the deadline the rest runs under, started at its first poll (the rest's first
     /// suspension): `Pending` until it fires, and forever for a wrapper without one, or after
     /// it fired. When it fires the call was counted as timed out, and is to be cut off
@@ -47,8 +47,9 @@ pub(crate) trait WrapCall {
     /// run the rest again after a wait.
     fn after(&mut self, ended: Ended, repeatable: bool) -> Next;
 
-    /// Waits `wait` before the next run of the rest, asynchronously.
-    fn sleep(&self, wait: Duration) -> Sleep<'_> {
+    /// Waits `wait` before the next run of the rest, asynchronously (borrowing the wrapper,
+    /// not the call, so that an engine keeps the two side by side).
+    fn sleep(&self, wait: Duration) -> Sleep<'w> {
         let _ = wait;
         Sleep(None)
     }
@@ -117,7 +118,7 @@ impl Wrapper {
     }
 }
 
-impl WrapCall for WrapperCall<'_> {
+impl<'w> WrapCall<'w> for WrapperCall<'w> {
     #[inline]
     fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Expired> {
         match_wrapper_call!(self, c => c.poll_expired(cx))
@@ -129,7 +130,7 @@ impl WrapCall for WrapperCall<'_> {
     }
 
     #[inline]
-    fn sleep(&self, wait: Duration) -> Sleep<'_> {
+    fn sleep(&self, wait: Duration) -> Sleep<'w> {
         match_wrapper_call!(self, c => c.sleep(wait))
     }
 

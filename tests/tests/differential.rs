@@ -1297,7 +1297,8 @@ fn found_a_breaker_inside_a_time_limiter_reports_its_success_first() {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 3000,
+        // More for a deeper search after a change to the engine: `DIFFERENTIAL_CASES=50000`.
+        cases: std::env::var("DIFFERENTIAL_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(3000),
         failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
             "proptest-regressions",
         ))),

@@ -55,6 +55,36 @@ impl Plan {
         Ok(())
     }
 
+    /// Asks the gates `steps[from..gates.end]` of one segment now, in order, into `held`:
+    /// `Ok(None)` once every one admitted the call, `Ok(Some(i))` at the first that makes it
+    /// wait (nothing taken there, the gates before it held). On a refusal the segment's gates
+    /// held see it and go.
+    pub(super) fn enter_segment_now<'a>(
+        &'a self,
+        from: usize,
+        gates: Range<usize>,
+        held: &mut Held<'a>,
+    ) -> Result<Option<usize>, Rejected> {
+        let part = Part {
+            start: gates.start,
+            end: gates.end,
+            from,
+        };
+        self.enter_from(from, part, held, Mode::Stop)
+    }
+
+    /// A gate of the segment starting at `steps[start]` refused the call after a wait: as
+    /// a refusal on entry.
+    #[cold]
+    pub(super) fn refused_in(
+        &self,
+        start: usize,
+        held: &mut Held<'_>,
+        rejected: Rejected,
+    ) -> Rejected {
+        self.refused(start, held, rejected)
+    }
+
     /// [`enter_async`](Plan::enter_async), writing the permits into `held`: every gate of a
     /// plan without wrappers. `LONE` says the plan may be a plan of one gate (see
     /// [`enter_lone`](Self::enter_lone)); a caller that knows it has several skips the check.
@@ -70,28 +100,6 @@ impl Plan {
         EnterAsync {
             plan: self,
             span: Whole,
-            held: Some(held),
-            wait: None,
-        }
-    }
-
-    /// Enters the gates `steps[from..gates.end]` of one segment (those before `from` held
-    /// already), waiting asynchronously while one makes the call wait; as
-    /// [`enter_gates`](Self::enter_gates) on a rejection (the segment's gates held see it).
-    #[inline]
-    pub(crate) fn enter_gates_async_from<'c, 'a>(
-        &'a self,
-        from: usize,
-        gates: Range<usize>,
-        held: &'c mut Held<'a>,
-    ) -> EnterAsync<'c, 'a, Part> {
-        EnterAsync {
-            plan: self,
-            span: Part {
-                start: gates.start,
-                end: gates.end,
-                from,
-            },
             held: Some(held),
             wait: None,
         }

@@ -7,6 +7,7 @@ mod attempt;
 mod chain;
 mod enter;
 mod held;
+mod nested_async;
 pub mod reference;
 mod wrapped;
 mod wrapped_async;

@@ -11,9 +11,8 @@
 //!
 //! the bulkhead and the rate limiter admit the call once, each attempt of the retry enters the
 //! breaker again, and each attempt is bounded by the time limiter; any other order means what
-//! it says in the same code. Written once for sync calls (a recursive function) and once for
-//! async ones (one function per level: a plan holds each wrapper kind once, so there are at
-//! most three segments, and an async function cannot recurse without boxing its future).
+//! it says in the same code. Written once for sync calls (a recursive function, here) and once
+//! for async ones (a recursive structure of levels, any number deep: [`super::nested_async`]).
 //!
 //! A plan of one wrapper and no gate (`#[retry]` or `#[time_limiter]` alone, the common
 //! case) has no segment to enter or release: an async call runs its wrapper directly, and so

@@ -1,19 +1,21 @@
 //! The async half of running a plan with wrappers (see [`super::wrapped`] for the model): the
-//! first attempt flat in the call's own future, then the nested model, boxed, one function per
-//! segment.
+//! first attempt flat in the call's own future, then, boxed, the nested model
+//! ([`super::nested_async`]) from where it left off.
 
 use std::future::Future;
 use std::pin::{pin, Pin};
 use std::task::{Context, Poll};
 
-use super::attempt::{attempted, finish, succeeded, Attempt, Judge};
+use super::attempt::{attempted, ended, finish, succeeded, Attempt, Judge};
 use super::chain::on_chain;
 use super::enter::{Mode, Whole};
 use super::held::Held;
+use super::nested_async::{NestedRun, Resume};
 use crate::error::Rejected;
-use crate::plan::{Plan, Step, Wrapper};
-use crate::retry::{Attempted, Attempts, Next};
+use crate::plan::{Plan, Wrapper};
+use crate::retry::{Attempted, Next};
 use crate::time_limiter::{Deadline, Expired};
+use crate::wrapper::WrapCall;
 
 /// The first attempt of an async call ended as `$result`, off its hot path (its call was not
 /// ready at its first poll, or a gate refused it): the outermost `$wrappers` wrappers see it,
@@ -135,20 +137,14 @@ macro_rules! nested_async {
             // about 450 bytes for five aspects) made every call's future that much larger, and
             // moved with it, where few calls ever reach them.
             Then::Resume(resume) => {
-                let (plan, held, attempt, judge, slot) =
-                    ($plan, &mut held, &mut $attempt, &$judge, slot.as_mut());
-                Box::pin(async move {
-                    let mut resume = resume;
-                    let mut cx = Nested {
-                        plan,
-                        held,
-                        attempt,
-                        judge,
-                        slot,
-                        resume: &mut resume,
-                    };
-                    segment0(&mut cx).await
-                })
+                Box::pin(NestedRun::new(
+                    $plan,
+                    &mut held,
+                    &mut $attempt,
+                    &$judge,
+                    slot.as_mut(),
+                    resume,
+                ))
                 .await
             }
         }
@@ -281,17 +277,13 @@ impl Plan {
                         limiter.completed(succeeded(judge, result));
                     }
                 }
-                Wrapper::Retry(retry) => {
-                    let mut attempts = retry.attempts();
+                Wrapper::Retry(_) => {
+                    let mut call = wrapper.begin(false);
                     if let Next::RetryAfter(wait) =
-                        attempts.after(attempted(judge, result), attempt.repeatable())
+                        call.after(ended(judge, result), attempt.repeatable())
                     {
                         finish(held, &self.steps()[*before..], judge, result);
-                        return Some(Resume::Retry {
-                            index,
-                            attempts,
-                            wait,
-                        });
+                        return Some(Resume::Again { index, call, wait });
                     }
                 }
             }
@@ -324,237 +316,6 @@ enum Then<'p, R> {
     Done(R),
     /// The nested model takes over.
     Resume(Resume<'p>),
-}
-
-/// Where the nested model takes over an async call whose first attempt ran flat.
-pub(crate) enum Resume<'p> {
-    /// Nothing to take over: the segments run as they come (every attempt after the first).
-    Fresh,
-    /// The gates before `steps[i]` are held; the entry goes on from there (`steps[i]` makes
-    /// the call wait). With every gate held, the call's future is in its place, polled once
-    /// and not ready (under a time limiter outside a retry).
-    EnterFrom(usize),
-    /// The first attempt ended in a way the retry `index` retries after `wait`: the gates
-    /// inside it are released, those outside it held.
-    Retry {
-        index: usize,
-        attempts: Attempts<'p>,
-        wait: std::time::Duration,
-    },
-}
-
-/// What a segment does about its gates, given where the nested model resumes.
-enum SegmentEntry {
-    /// Enter them from `steps[i]` (the segment's first gate for a fresh entry).
-    From(usize),
-    /// They are held already.
-    Held,
-}
-
-impl Resume<'_> {
-    /// The entry of the segment of gates `gates` (segment `index`), consuming what concerns
-    /// it.
-    #[inline]
-    fn entry(&mut self, index: usize, gates: &std::ops::Range<usize>) -> SegmentEntry {
-        match self {
-            Resume::Fresh => SegmentEntry::From(gates.start),
-            Resume::EnterFrom(gate) if *gate >= gates.end => SegmentEntry::Held,
-            Resume::EnterFrom(gate) => {
-                let from = (*gate).max(gates.start);
-                *self = Resume::Fresh;
-                SegmentEntry::From(from)
-            }
-            Resume::Retry { index: at, .. } if *at >= index => SegmentEntry::Held,
-            Resume::Retry { .. } => SegmentEntry::From(gates.start),
-        }
-    }
-}
-
-/// What every level of an async call run as nested segments works on, passed down as one
-/// reference: each level's future then keeps one pointer across its awaits instead of six.
-struct Nested<'c, 'a, A: Attempt, J> {
-    plan: &'a Plan,
-    held: &'c mut Held<'a>,
-    attempt: &'c mut A,
-    judge: &'c J,
-    /// The place of the call's future, for every attempt.
-    slot: Pin<&'c mut Option<A::Output>>,
-    resume: &'c mut Resume<'a>,
-}
-
-/// Releases the gates of a segment, recording nothing, if dropped before the segment ended:
-/// when a time limiter outside it cut the call off, or the whole call was dropped.
-struct SegmentGuard<'g, 'c, 'a, A: Attempt, J> {
-    cx: &'g mut Nested<'c, 'a, A, J>,
-    gates: &'a [Step],
-    done: bool,
-}
-
-impl<A: Attempt, J> Drop for SegmentGuard<'_, '_, '_, A, J> {
-    fn drop(&mut self) {
-        if !self.done {
-            self.cx.held.abandon_segment(self.gates);
-        }
-    }
-}
-
-/// Enters the gates of segment `index` as `cx.resume` says: all of them, those from where the
-/// first attempt stopped, or none (held already).
-async fn enter_segment<A, J>(cx: &mut Nested<'_, '_, A, J>, index: usize) -> Result<(), Rejected>
-where
-    A: Attempt,
-{
-    let plan = cx.plan;
-    let gates = plan.segment(index).gates;
-    match cx.resume.entry(index, &gates) {
-        SegmentEntry::Held => Ok(()),
-        SegmentEntry::From(from) => {
-            plan.enter_gates_async_from(from, gates, &mut *cx.held)
-                .await
-        }
-    }
-}
-
-/// Segment `$index` of an async plan run as nested segments, with `$next` the segment after
-/// it: its gates entered, its wrapper around `$next` (or the call), its gates released.
-macro_rules! async_segment {
-    ($segment:ident, $index:literal, $next:ident) => {
-        async fn $segment<A, J>(
-            cx: &mut Nested<'_, '_, A, J>,
-        ) -> Result<<A::Output as Future>::Output, Rejected>
-        where
-            A: Attempt,
-            A::Output: Future,
-            J: Judge<<A::Output as Future>::Output>,
-        {
-            let plan = cx.plan;
-            let judge = cx.judge;
-            let segment = plan.segment($index);
-            let wrapper = segment.wrapper;
-            // Guarded from before the entry: a segment dropped while a gate makes it wait (a
-            // time limiter outside cut it off) releases the gates it entered already.
-            let mut guard = SegmentGuard {
-                cx,
-                gates: &plan.steps()[segment.gates],
-                done: false,
-            };
-            enter_segment(&mut *guard.cx, $index).await?;
-            let result = match wrapper {
-                None => Ok(run_in_place(&mut *guard.cx).await),
-                Some(Wrapper::Retry(retry)) => {
-                    let resumed = match &*guard.cx.resume {
-                        Resume::Retry { index, .. } if *index == $index => true,
-                        _ => false,
-                    };
-                    let (mut attempts, mut wait) = if resumed {
-                        match std::mem::replace(guard.cx.resume, Resume::Fresh) {
-                            Resume::Retry { attempts, wait, .. } => (attempts, Some(wait)),
-                            _ => (retry.attempts(), None),
-                        }
-                    } else {
-                        (retry.attempts(), None)
-                    };
-                    loop {
-                        if let Some(wait) = wait.take() {
-                            retry.sleep(wait).await;
-                        }
-                        let result = $next(&mut *guard.cx).await;
-                        let repeatable = guard.cx.attempt.repeatable();
-                        match attempts.after(attempted(judge, &result), repeatable) {
-                            Next::Stop => break result,
-                            Next::RetryAfter(next) => {
-                                drop(result);
-                                wait = Some(next);
-                            }
-                        }
-                    }
-                }
-                Some(Wrapper::TimeLimiter(limiter)) => {
-                    let rest = $next(&mut *guard.cx);
-                    limiter.limit(rest, |result| succeeded(judge, result)).await
-                }
-            };
-            guard.done = true;
-            finish(guard.cx.held, guard.gates, judge, &result);
-            result
-        }
-    };
-}
-
-async_segment!(segment0, 0, segment1);
-async_segment!(segment1, 1, segment2);
-
-/// The last segment: a plan holds each wrapper kind once, so the third segment (after two
-/// wrappers) has none and runs the call.
-async fn segment2<A, J>(
-    cx: &mut Nested<'_, '_, A, J>,
-) -> Result<<A::Output as Future>::Output, Rejected>
-where
-    A: Attempt,
-    A::Output: Future,
-    J: Judge<<A::Output as Future>::Output>,
-{
-    debug_assert!(
-        cx.plan.segment(2).wrapper.is_none(),
-        "a plan has at most two wrappers"
-    );
-    let plan = cx.plan;
-    let judge = cx.judge;
-    // Guarded from before the entry, as in `async_segment!`.
-    let mut guard = SegmentGuard {
-        cx,
-        gates: &plan.steps()[plan.segment(2).gates],
-        done: false,
-    };
-    enter_segment(&mut *guard.cx, 2).await?;
-    let result = Ok(run_in_place(&mut *guard.cx).await);
-    guard.done = true;
-    finish(guard.cx.held, guard.gates, judge, &result);
-    result
-}
-
-/// Runs one attempt's call in its place: the future already there (the first attempt's,
-/// polled once flat), or a new one.
-async fn run_in_place<A, J>(cx: &mut Nested<'_, '_, A, J>) -> <A::Output as Future>::Output
-where
-    A: Attempt,
-    A::Output: Future,
-{
-    // A future in its place is the first attempt's: the resumed entry is over.
-    if let Resume::EnterFrom(_) = cx.resume {
-        *cx.resume = Resume::Fresh;
-    }
-    if cx.slot.is_none() {
-        let call = cx.attempt.attempt();
-        cx.slot.set(Some(call));
-    }
-    let mut place = InPlace {
-        held: &*cx.held,
-        slot: cx.slot.as_mut(),
-    };
-    std::future::poll_fn(|context| place.poll(context)).await
-}
-
-/// Drops the call's future in its place, on the call chain, if the attempt is given up before
-/// it completes (cut off by a time limiter, or the whole call dropped).
-struct InPlace<'h, 'a, 's, F: Future> {
-    held: &'h Held<'a>,
-    slot: Pin<&'s mut Option<F>>,
-}
-
-impl<F: Future> InPlace<'_, '_, '_, F> {
-    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<F::Output> {
-        poll_on_chain(self.held, self.slot.as_mut(), cx)
-    }
-}
-
-impl<F: Future> Drop for InPlace<'_, '_, '_, F> {
-    fn drop(&mut self) {
-        if self.slot.is_some() {
-            let slot = &mut self.slot;
-            on_chain(self.held, || slot.set(None));
-        }
-    }
 }
 
 /// The first poll of the first attempt's future, whatever it gives: `Ready` at once, with

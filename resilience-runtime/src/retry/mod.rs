@@ -346,13 +346,13 @@ impl Wrap for Retry {
     }
 }
 
-impl WrapCall for Attempts<'_> {
+impl<'r> WrapCall<'r> for Attempts<'r> {
     #[inline]
     fn after(&mut self, ended: Ended, repeatable: bool) -> Next {
         Attempts::after(self, ended.attempted, repeatable)
     }
 
-    fn sleep(&self, wait: Duration) -> Sleep<'_> {
+    fn sleep(&self, wait: Duration) -> Sleep<'r> {
         self.retry.sleep(wait)
     }
 

@@ -385,7 +385,7 @@ impl Wrap for TimeLimiter {
     }
 }
 
-impl WrapCall for Limiting<'_> {
+impl<'t> WrapCall<'t> for Limiting<'t> {
     fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Expired> {
         if self.expired {
             return Poll::Pending;

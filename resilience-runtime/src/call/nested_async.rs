@@ -1,0 +1,393 @@
+//! The nested model of an async call (see [`super::wrapped`] for the model): the segments
+//! after the first attempt, as one recursive structure of [`Level`]s, any number deep.
+//!
+//! A level is segment *k*: it enters its gates, then runs the call (the last segment) or its
+//! wrapper around level *k + 1*, then records the outcome in its gates and releases them. The
+//! wrapper is driven through its seam ([`WrapCall`]): the rest runs under the deadline it polls
+//! and is cut off when that says so, and when the rest ends the wrapper says stop, or run it
+//! again after a wait. No wrapper is named here.
+//!
+//! Levels are written by hand, not as `async fn`s: an `async fn` cannot recurse without a
+//! `dyn` future, which would lose the call's `Send` (a level's future is `Send` exactly when
+//! the call's is, as the compiler works out for this structure). A level holds none of the
+//! call's types: the call's future, its permits and its judge are the [`NestedRun`]'s, lent to
+//! each level as it is polled, so one level type serves every call.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+
+use super::attempt::{ended, finish, Attempt, Judge};
+use super::chain::on_chain;
+use super::held::{Held, HeldSlot};
+use crate::error::Rejected;
+use crate::plan::{match_step, Plan};
+use crate::retry::Next;
+use crate::time_limiter::Expired;
+use crate::wrapper::{Sleep, WrapCall, WrapperCall};
+
+/// Where the nested model takes over an async call whose first attempt ran flat.
+pub(super) enum Resume<'a> {
+    /// The gate `steps[i]` made the first attempt wait; the gates before it are held. With
+    /// `i == steps.len()` every gate is held, and the call's future is in its place, polled
+    /// once and not ready (a wrapper that bounds the rest sits outside another wrapper).
+    EnterFrom(usize),
+    /// The first attempt ended in a way the wrapper `index` (begun as `call`) runs the rest
+    /// again for after `wait`: the gates inside it released, those outside it held.
+    Again {
+        index: usize,
+        call: WrapperCall<'a>,
+        wait: Duration,
+    },
+}
+
+/// The rest of an async call in the nested model: the call's future, permits and judge, and
+/// the outermost level.
+pub(super) struct NestedRun<'c, 'a, A: Attempt, J> {
+    call: Call<'c, 'a, A, J>,
+    root: Level<'a>,
+}
+
+/// What every level works on, lent to it as it is polled.
+struct Call<'c, 'a, A: Attempt, J> {
+    plan: &'a Plan,
+    held: &'c mut Held<'a>,
+    attempt: &'c mut A,
+    judge: &'c J,
+    /// The place of the call's future, for every attempt.
+    slot: Pin<&'c mut Option<A::Output>>,
+}
+
+impl<'c, 'a, A, J> NestedRun<'c, 'a, A, J>
+where
+    A: Attempt,
+    A::Output: Future,
+    J: Judge<<A::Output as Future>::Output>,
+{
+    /// The nested model, taking over from `resume`.
+    pub(super) fn new(
+        plan: &'a Plan,
+        held: &'c mut Held<'a>,
+        attempt: &'c mut A,
+        judge: &'c J,
+        slot: Pin<&'c mut Option<A::Output>>,
+        resume: Resume<'a>,
+    ) -> Self {
+        NestedRun {
+            root: Level::resumed(plan, resume),
+            call: Call {
+                plan,
+                held,
+                attempt,
+                judge,
+                slot,
+            },
+        }
+    }
+}
+
+impl<A, J> Future for NestedRun<'_, '_, A, J>
+where
+    A: Attempt,
+    A::Output: Future,
+    J: Judge<<A::Output as Future>::Output>,
+{
+    type Output = Result<<A::Output as Future>::Output, Rejected>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // Unpin: the call's future is behind the pinned reference `slot`, the rest is boxed.
+        let this = self.get_mut();
+        this.root.poll(&mut this.call, cx)
+    }
+}
+
+impl<A: Attempt, J> Drop for NestedRun<'_, '_, A, J> {
+    /// The whole call dropped before it ended: the call's future goes first, on the call
+    /// chain; then the levels (a gate's wait, a timer); then, with the call's [`Held`], the
+    /// permits, recording nothing.
+    fn drop(&mut self) {
+        self.call.drop_call();
+    }
+}
+
+impl<A: Attempt, J> Call<'_, '_, A, J> {
+    /// Drops the call's future, if one is running, on the call chain.
+    fn drop_call(&mut self) {
+        if self.slot.is_some() {
+            let slot = &mut self.slot;
+            on_chain(self.held, || slot.set(None));
+        }
+    }
+}
+
+/// One segment of the plan, and the levels inside it.
+struct Level<'a> {
+    /// The segment's index (0 is the outermost).
+    index: usize,
+    state: State<'a>,
+}
+
+enum State<'a> {
+    /// Entering the segment's gates from `steps[from]`, waiting for it first if `wait`.
+    Entering {
+        from: usize,
+        wait: Option<Waiting<'a>>,
+    },
+    /// The segment's gates are held, and it is the last: the call runs.
+    Calling,
+    /// The segment's gates are held: its wrapper (begun as `call`) runs the level `inner`,
+    /// after `sleep` if it is waiting to run it again.
+    Wrapping {
+        call: WrapperCall<'a>,
+        inner: Box<Level<'a>>,
+        sleep: Option<Sleep<'a>>,
+    },
+    /// Ended, or cut off from outside.
+    Ended,
+}
+
+impl<'a> Level<'a> {
+    /// Segment `index` entered afresh.
+    fn fresh(plan: &Plan, index: usize) -> Self {
+        Level {
+            index,
+            state: State::Entering {
+                from: plan.segment(index).gates.start,
+                wait: None,
+            },
+        }
+    }
+
+    /// The levels of a call taking over from its first attempt, as `resume` says; the
+    /// outermost returned. The wrappers outside the resumption begin their call now: each
+    /// saw nothing of the first attempt (it did not end).
+    #[cold]
+    fn resumed(plan: &'a Plan, resume: Resume<'a>) -> Self {
+        let (index, state) = match resume {
+            Resume::EnterFrom(gate) if gate == plan.steps().len() => {
+                (plan.wrappers().len(), State::Calling)
+            }
+            Resume::EnterFrom(gate) => {
+                let wait = match_step!(&plan.steps()[gate], g => wait_for(&**g));
+                let state = State::Entering {
+                    from: gate,
+                    wait: Some(wait),
+                };
+                (plan.segment_of(gate), state)
+            }
+            Resume::Again { index, call, wait } => {
+                let state = State::Wrapping {
+                    sleep: Some(call.sleep(wait)),
+                    call,
+                    inner: Box::new(Level {
+                        index: index + 1,
+                        state: State::Ended,
+                    }),
+                };
+                (index, state)
+            }
+        };
+        let mut level = Level { index, state };
+        for (outer, (_, wrapper)) in plan.wrappers()[..index].iter().enumerate().rev() {
+            level = Level {
+                index: outer,
+                state: State::Wrapping {
+                    call: wrapper.begin(false),
+                    inner: Box::new(level),
+                    sleep: None,
+                },
+            };
+        }
+        level
+    }
+
+    /// Polls the segment: its entry, then the call or its wrapper around the level inside.
+    fn poll<A, J>(
+        &mut self,
+        run: &mut Call<'_, 'a, A, J>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<<A::Output as Future>::Output, Rejected>>
+    where
+        A: Attempt,
+        A::Output: Future,
+        J: Judge<<A::Output as Future>::Output>,
+    {
+        let plan = run.plan;
+        let segment = plan.segment(self.index);
+        loop {
+            match &mut self.state {
+                State::Entering { from, wait } => {
+                    if let Some(waiting) = wait {
+                        let waited = ready!(waiting.as_mut().poll_hold(cx, run.held));
+                        *wait = None;
+                        if let Err(rejected) = waited {
+                            self.state = State::Ended;
+                            let start = segment.gates.start;
+                            return Poll::Ready(Err(plan.refused_in(start, run.held, rejected)));
+                        }
+                        *from += 1;
+                    }
+                    match plan.enter_segment_now(*from, segment.gates.clone(), run.held) {
+                        Ok(None) => {
+                            self.state = match segment.wrapper {
+                                None => State::Calling,
+                                Some(wrapper) => State::Wrapping {
+                                    call: wrapper.begin(false),
+                                    inner: Box::new(Level::fresh(plan, self.index + 1)),
+                                    sleep: None,
+                                },
+                            };
+                        }
+                        Ok(Some(gate)) => {
+                            *from = gate;
+                            let step = &plan.steps()[gate];
+                            *wait = Some(match_step!(step, g => wait_for(&**g)));
+                        }
+                        Err(rejected) => {
+                            self.state = State::Ended;
+                            return Poll::Ready(Err(rejected));
+                        }
+                    }
+                }
+                State::Calling => {
+                    let output = ready!(run.poll_call(cx));
+                    return self.end(run, &segment.gates, Ok(output));
+                }
+                State::Wrapping { call, inner, sleep } => {
+                    if let Some(waiting) = sleep {
+                        ready!(Pin::new(waiting).poll(cx));
+                        *sleep = None;
+                        **inner = Level::fresh(plan, self.index + 1);
+                    }
+                    let result = match inner.poll(run, cx) {
+                        Poll::Ready(result) => result,
+                        Poll::Pending => match call.poll_expired(cx) {
+                            Poll::Pending | Poll::Ready(Expired::Overran) => return Poll::Pending,
+                            Poll::Ready(Expired::CutOff(rejected)) => {
+                                run.cut_off(self.index, inner);
+                                Err(rejected)
+                            }
+                        },
+                    };
+                    let repeatable = run.attempt.repeatable();
+                    match call.after(ended(run.judge, &result), repeatable) {
+                        Next::Stop => return self.end(run, &segment.gates, result),
+                        Next::RetryAfter(wait) => {
+                            drop(result);
+                            *sleep = Some(call.sleep(wait));
+                        }
+                    }
+                }
+                State::Ended => panic!("a guarded call's future was polled after it completed"),
+            }
+        }
+    }
+
+    /// The rest of the segment ended as `result`: its gates record it and go.
+    fn end<A, J>(
+        &mut self,
+        run: &mut Call<'_, 'a, A, J>,
+        gates: &std::ops::Range<usize>,
+        result: Result<<A::Output as Future>::Output, Rejected>,
+    ) -> Poll<Result<<A::Output as Future>::Output, Rejected>>
+    where
+        A: Attempt,
+        A::Output: Future,
+        J: Judge<<A::Output as Future>::Output>,
+    {
+        self.state = State::Ended;
+        finish(
+            run.held,
+            &run.plan.steps()[gates.clone()],
+            run.judge,
+            &result,
+        );
+        Poll::Ready(result)
+    }
+}
+
+impl<'a, A, J> Call<'_, 'a, A, J>
+where
+    A: Attempt,
+    A::Output: Future,
+{
+    /// Polls the attempt's call, made now if none is running, with the permits on the call
+    /// chain; once it is ready, drops it there (its destructors are part of the call).
+    fn poll_call(&mut self, cx: &mut Context<'_>) -> Poll<<A::Output as Future>::Output> {
+        if self.slot.is_none() {
+            let call = self.attempt.attempt();
+            self.slot.set(Some(call));
+        }
+        let slot = &mut self.slot;
+        on_chain(self.held, || {
+            let Some(running) = slot.as_mut().as_pin_mut() else {
+                unreachable!("a call was just put in its place");
+            };
+            let polled = running.poll(cx);
+            if polled.is_ready() {
+                slot.set(None);
+            }
+            polled
+        })
+    }
+
+    /// The wrapper of segment `index` cut the rest off: the call's future goes (on the chain),
+    /// then the levels inside (a gate's wait, a timer), then the gates inside, recording
+    /// nothing, innermost first.
+    #[cold]
+    fn cut_off(&mut self, index: usize, inner: &mut Level<'a>) {
+        self.drop_call();
+        inner.state = State::Ended;
+        let inside = self.plan.segment(index + 1).gates.start;
+        self.held.abandon_segment(&self.plan.steps()[inside..]);
+    }
+}
+
+/// A gate's asynchronous wait for a call, its kind erased: when the gate admits the call, its
+/// permit goes into the call's [`Held`], lent at each poll.
+trait GateWait<'a>: Send {
+    fn poll_hold(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        held: &mut Held<'a>,
+    ) -> Poll<Result<(), Rejected>>;
+}
+
+/// A boxed [`GateWait`]: only a call that waits pays for its state (a queue place, a timer).
+type Waiting<'a> = Pin<Box<dyn GateWait<'a> + 'a>>;
+
+pin_project_lite::pin_project! {
+    /// [`GateWait`] for the gate kind `G`, its wait `F`.
+    struct WaitFor<G, F> {
+        #[pin]
+        wait: F,
+        gate: PhantomData<fn() -> G>,
+    }
+}
+
+impl<'a, G, F> GateWait<'a> for WaitFor<G, F>
+where
+    G: HeldSlot,
+    F: Future<Output = Result<G::Permit<'a>, Rejected>> + Send,
+{
+    fn poll_hold(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        held: &mut Held<'a>,
+    ) -> Poll<Result<(), Rejected>> {
+        let permit = ready!(self.project().wait.poll(cx))?;
+        held.hold::<G>(permit);
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// The wait for `gate`, which made the call wait.
+#[cold]
+fn wait_for<G: HeldSlot>(gate: &G) -> Waiting<'_> {
+    Box::pin(WaitFor::<G, _> {
+        wait: gate.enter_async(),
+        gate: PhantomData,
+    })
+}
