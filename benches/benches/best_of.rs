@@ -21,7 +21,7 @@ use resilience_runtime::{
 use tower::{Service, ServiceBuilder};
 
 mod common;
-use common::{bare, poll_now, CallError};
+use common::{bare, bare_pending, poll_now, poll_to_end, CallError};
 
 #[bulkhead(name = "best-of")]
 #[circuit_breaker(name = "best-of")]
@@ -78,6 +78,39 @@ async fn guarded_three(x: u32) -> Result<u32, CallError> {
 #[inline(never)]
 async fn guarded_five(x: u32) -> Result<u32, CallError> {
     Ok(black_box(x) + 1)
+}
+
+/// [`guarded_five`] on a call that suspends once: the first attempt runs under the time
+/// limiter's timer.
+#[bulkhead(name = "best-of-five")]
+#[rate_limiter(name = "best-of-five")]
+#[retry(name = "best-of-five")]
+#[circuit_breaker(name = "best-of-five")]
+#[time_limiter(name = "best-of-five")]
+#[inline(never)]
+async fn guarded_five_pending(x: u32) -> Result<u32, CallError> {
+    bare_pending(x).await
+}
+
+/// A retry alone, the first attempt successful.
+#[retry(name = "best-of-five")]
+#[inline(never)]
+async fn retry_alone(x: u32) -> Result<u32, CallError> {
+    Ok(black_box(x) + 1)
+}
+
+/// A time limiter alone, the call ready at once.
+#[time_limiter(name = "best-of-five")]
+#[inline(never)]
+async fn time_limiter_alone(x: u32) -> Result<u32, CallError> {
+    Ok(black_box(x) + 1)
+}
+
+/// A time limiter alone, on a call that suspends once (its timer started).
+#[time_limiter(name = "best-of-five")]
+#[inline(never)]
+async fn time_limiter_alone_pending(x: u32) -> Result<u32, CallError> {
+    bare_pending(x).await
 }
 
 /// The best round of each case, the cases interleaved round by round: `best!(rounds; "name" =>
@@ -374,6 +407,27 @@ fn five_aspects(rounds: usize) {
         "the retry and the time limiter over the three gates (the macro): +{:.1}",
         best[2] - best[9]
     );
+
+    let names = [
+        "bare_pending",
+        "five_macro_pending",
+        "five_plan_pending",
+        "retry_alone_macro",
+        "time_limiter_alone_macro",
+        "time_limiter_alone_pending",
+    ];
+    let best = best!(rounds;
+        "bare_pending" => drop(poll_to_end(bare_pending(black_box(1)))),
+        "five_macro_pending" => drop(poll_to_end(guarded_five_pending(black_box(1)))),
+        "five_plan_pending" => drop(poll_to_end(five.call_async(|| bare_pending(black_box(1))))),
+        "retry_alone_macro" => drop(poll_now(retry_alone(black_box(1)))),
+        "time_limiter_alone_macro" => drop(poll_now(time_limiter_alone(black_box(1)))),
+        "time_limiter_alone_pending" => drop(poll_to_end(time_limiter_alone_pending(black_box(1)))),
+    );
+    println!("\nwrappers alone, and calls that suspend once, best of {rounds} rounds: ns per call");
+    for (name, time) in names.iter().zip(&best) {
+        println!("{name:26} {time:7.1}");
+    }
 }
 
 /// Nanoseconds per call of `call`, over one round of `CALLS` calls.

@@ -477,18 +477,14 @@ impl Plan {
         }
     }
 
-    /// Whether a retry runs inside a time limiter (whose timer then bounds its attempts
-    /// together).
+    /// Whether a wrapper that bounds the rest ([`Wrapper::bounds`]) has another wrapper inside
+    /// it (a retry inside a time limiter: the timer bounds the attempts together).
     #[cold]
-    pub(crate) fn retries_within_time_limiter(&self) -> bool {
-        let mut limited = false;
-        self.wrappers.iter().any(|(_, wrapper)| match wrapper {
-            Wrapper::TimeLimiter(_) => {
-                limited = true;
-                false
-            }
-            Wrapper::Retry(_) => limited,
-        })
+    pub(crate) fn bounds_across_wrappers(&self) -> bool {
+        let inner = self.wrappers.len().saturating_sub(1);
+        self.wrappers[..inner]
+            .iter()
+            .any(|(_, wrapper)| wrapper.bounds())
     }
 
     /// The index of the first gate of segment `index` (the gates after wrapper `index - 1`).

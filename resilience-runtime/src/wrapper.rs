@@ -25,6 +25,11 @@ pub(crate) trait Wrap {
     /// A call enters the wrapper; `blocking` says its waits block the thread (a sync call).
     fn begin(&self, blocking: bool) -> Self::Call<'_>;
 
+    /// Whether the rest runs under a deadline ([`WrapCall::poll_expired`] may fire).
+    fn bounds(&self) -> bool {
+        false
+    }
+
     /// Whether a first run of the rest that succeeded is counted without an event (a retry's
     /// is; a time limiter's success goes to its per-call subscribers).
     fn quiet_success(&self) -> bool {
@@ -106,6 +111,11 @@ impl Wrapper {
     /// See [`Wrap::quiet_success`].
     pub(crate) fn quiet_success(&self) -> bool {
         crate::plan::match_wrapper!(self, w => w.quiet_success())
+    }
+
+    /// See [`Wrap::bounds`].
+    pub(crate) fn bounds(&self) -> bool {
+        crate::plan::match_wrapper!(self, w => w.bounds())
     }
 
     /// A call enters this wrapper (see [`Wrap::begin`]).

@@ -23,6 +23,37 @@ pub fn poll_now<F: Future>(future: F) -> F::Output {
     }
 }
 
+/// Polls a future with a no-op waker until it completes: for calls that suspend.
+#[allow(dead_code)] // not every bench binary measures calls that suspend
+#[inline(always)]
+pub fn poll_to_end<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+    }
+}
+
+/// [`bare`], suspended once before it completes, as a call that waits on its dependency is.
+#[allow(dead_code)] // not every bench binary measures calls that suspend
+#[inline(never)]
+pub async fn bare_pending(x: u32) -> Result<u32, CallError> {
+    let mut suspended = false;
+    std::future::poll_fn(|cx| {
+        if suspended {
+            Poll::Ready(())
+        } else {
+            suspended = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    })
+    .await;
+    Ok(black_box(x) + 1)
+}
+
 /// The error of the guarded calls: a rejection.
 #[derive(Debug)]
 pub struct CallError(#[allow(dead_code)] pub Rejected);

@@ -4,18 +4,18 @@
 
 use std::future::Future;
 use std::pin::{pin, Pin};
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
-use super::attempt::{attempted, ended, finish, succeeded, Attempt, Judge};
+use super::attempt::{ended, finish, Attempt, Judge};
 use super::chain::on_chain;
 use super::enter::{Mode, Whole};
 use super::held::Held;
 use super::nested_async::{NestedRun, Resume};
 use crate::error::Rejected;
-use crate::plan::{Plan, Wrapper};
+use crate::plan::{match_wrapper, Plan};
 use crate::retry::{Attempted, Next};
-use crate::time_limiter::{Deadline, Expired};
-use crate::wrapper::WrapCall;
+use crate::time_limiter::Expired;
+use crate::wrapper::{Sleep, Wrap, WrapCall, WrapperCall};
 
 /// The first attempt of an async call ended as `$result`, off its hot path (its call was not
 /// ready at its first poll, or a gate refused it): the outermost `$wrappers` wrappers see it,
@@ -23,10 +23,10 @@ use crate::wrapper::WrapCall;
 /// retries it (the call's future then returns from two places: the hot path's and its end).
 macro_rules! attempt_over {
     ($plan:ident, $held:ident, $attempt:ident, $judge:ident, $result:ident,
-     $wrappers:expr, $overran:expr) => {
+     $wrappers:expr, $innermost:expr) => {
         match $plan.attempt_ended(
             $wrappers,
-            $overran,
+            $innermost,
             &mut $held,
             &mut $attempt,
             &$judge,
@@ -76,7 +76,7 @@ macro_rules! nested_async {
                             let wrappers = $plan.wrappers().len();
                             match $plan.attempt_ended(
                                 wrappers,
-                                false,
+                                None,
                                 &mut held,
                                 &mut $attempt,
                                 &$judge,
@@ -95,59 +95,67 @@ macro_rules! nested_async {
                 };
                 match retried {
                     Some(resume) => Then::Resume(resume),
-                    // A time limiter outside a retry bounds its attempts together: its timer
-                    // goes on across them, as the nested model keeps it. (Such a call
-                    // allocates its timer anyway.)
-                    None if $plan.retries_within_time_limiter() => {
-                        Then::Resume(Resume::EnterFrom($plan.steps().len()))
+                    // A wrapper that bounds the rest outside another wrapper bounds the
+                    // other's runs together: its deadline goes on across them, as the nested
+                    // model keeps it. (Such a call allocates its timer anyway.)
+                    None if $plan.bounds_across_wrappers() => {
+                        Then::Resume(Box::new(Resume::EnterFrom($plan.steps().len())))
                     }
-                    None => match Running::new($plan, $plan.gates_on_chain(&held), slot.as_mut())
-                        .await
-                    {
-                        Ran::Completed { output, overran } => {
-                            let result = Ok(output);
-                            let wrappers = $plan.wrappers().len();
-                            attempt_over!($plan, held, $attempt, $judge, result, wrappers, overran)
+                    // Otherwise the innermost wrapper is the one that may bound the attempt:
+                    // the call goes on in its place under its deadline.
+                    None => {
+                        let innermost = $plan.wrappers().len() - 1;
+                        let mut call = $plan.wrappers()[innermost].1.begin(false);
+                        let result = Bounded {
+                            held: $plan.gates_on_chain(&held),
+                            slot: slot.as_mut(),
+                            call: &mut call,
                         }
-                        Ran::CutOff { limiter, rejected } => {
-                            $plan.cut_off(limiter, &mut held);
-                            let result = Err(rejected);
-                            attempt_over!($plan, held, $attempt, $judge, result, limiter, false)
+                        .await;
+                        if result.is_err() {
+                            $plan.cut_off(innermost, &mut held);
                         }
-                    },
+                        attempt_over!(
+                            $plan,
+                            held,
+                            $attempt,
+                            $judge,
+                            result,
+                            innermost + 1,
+                            Some(call)
+                        )
+                    }
                 }
             }
-            Ok(Some(gate)) => Then::Resume(Resume::EnterFrom(gate)),
+            Ok(Some(gate)) => Then::Resume(Box::new(Resume::EnterFrom(gate))),
             Err((gate, rejected)) => {
                 // Refused: the gates held in its segment see it, then the wrappers outside
                 // it and their segments, as in the nested model.
                 let segment = $plan.segment_of(gate);
                 held.rejected_segment(&$plan.steps()[$plan.segment_start(segment)..], &rejected);
                 let result = Err(rejected);
-                attempt_over!($plan, held, $attempt, $judge, result, segment, false)
+                attempt_over!($plan, held, $attempt, $judge, result, segment, None)
             }
         };
-        match then {
-            Then::Done(result) => result,
-            // A gate makes the call wait, a retry retries it, or a time limiter's timer goes
-            // on across attempts: the nested model takes over, in a future of its own on the
-            // heap, with its context (the call's future keeps the box alone). Such a call
-            // nearly always allocates anyway (the gate's wait, the retry's sleep, the timer);
-            // in the call's own future, the nested model's states (the segments' futures,
-            // about 450 bytes for five aspects) made every call's future that much larger, and
-            // moved with it, where few calls ever reach them.
-            Then::Resume(resume) => {
-                Box::pin(NestedRun::new(
-                    $plan,
-                    &mut held,
-                    &mut $attempt,
-                    &$judge,
-                    slot.as_mut(),
-                    resume,
-                ))
-                .await
-            }
-        }
+        // Matched before the await, so that nothing of `then` is kept across it.
+        let nested = match then {
+            Then::Done(result) => return result,
+            // A gate makes the call wait, a wrapper runs the rest again, or a deadline goes on
+            // across the runs of another wrapper: the nested model takes over, in a future of
+            // its own on the heap (the call's future keeps the box alone). Such a call nearly
+            // always allocates anyway (the gate's wait, the retry's sleep, the timer); in the
+            // call's own future, the nested model's states made every call's future larger,
+            // and moved with it, where few calls ever reach them.
+            Then::Resume(resume) => Box::pin(NestedRun::new(
+                $plan,
+                &mut held,
+                &mut $attempt,
+                &$judge,
+                slot.as_mut(),
+                *resume,
+            )),
+        };
+        nested.await
     }};
 }
 
@@ -182,33 +190,23 @@ impl Plan {
         // A plan of one wrapper and no gate (`#[retry]` or `#[time_limiter]` alone): the
         // wrapper's counts, events and waits as in the nested model, without its bookkeeping.
         // There is no gate to enter, hold or release, and no frame worth linking (an empty one
-        // matches no instance a nested call could re-enter). The time limiter's timer starts at
-        // the call's first suspension, as documented (the nested model polls the call a second
-        // time before starting it). Written here rather than as futures of their own: a nested
-        // future is one more state machine to resume and to drop on every call.
-        match self.lone_wrapper() {
-            Some(Wrapper::Retry(retry)) => {
-                // Dropped while an attempt runs or while it waits, the call ends there and the
-                // retry counts nothing more.
-                let mut attempts = retry.attempts();
-                loop {
-                    let result = Ok(attempt.attempt().await);
-                    match attempts.after(attempted(&judge, &result), attempt.repeatable()) {
-                        Next::Stop => return result,
-                        Next::RetryAfter(wait) => {
-                            drop(result);
-                            retry.sleep(wait).await;
-                        }
-                    }
-                }
+        // matches no instance a nested call could re-enter). Dropped while an attempt runs or
+        // while it waits, the call ends there and the wrapper counts nothing more. Written
+        // here rather than as a future of its own: a nested future is one more state machine
+        // to resume and to drop on every call.
+        // Matched per kind, so that the loop drives the kind's own call (`Wrap::Call`), not
+        // the enum of them: a retry alone then polls no deadline and asks no time limiter's
+        // question of the judge (the enum's dispatch cost the lone retry 12 ns a call,
+        // nearly doubling it, and the lone time limiter 10: BENCHMARKS.md).
+        if let Some(wrapper) = self.lone_wrapper() {
+            return match_wrapper!(wrapper, w => Alone {
+                call: w.begin(false),
+                attempt,
+                judge,
+                running: None,
+                sleep: None,
             }
-            Some(Wrapper::TimeLimiter(limiter)) => {
-                let call = async { Ok(attempt.attempt().await) };
-                return limiter
-                    .limit(call, |result| succeeded(&judge, result))
-                    .await;
-            }
-            None => {}
+            .await);
         }
         nested_async!(self, attempt, judge)
     }
@@ -238,28 +236,28 @@ impl Plan {
 
     /// [`end_first_attempt`](Self::end_first_attempt) for an async call whose first attempt
     /// ended as `result`, seen by the outermost `wrappers` wrappers, innermost of them first
-    /// (those further in saw it already, as a time limiter that cut the call off did, or never
-    /// saw the call, being inside the gate that refused it; the gates inside them are
-    /// released). A time limiter that let the call overrun counted it already. `None` once
-    /// every gate recorded it, or where the nested model resumes if a retry retries it (the
-    /// gates inside that retry released, its next attempt due after a wait).
+    /// (those further in never saw the call, being inside the gate that refused it; the gates
+    /// inside them are released). `innermost` is the call of the innermost of them, begun
+    /// already if the attempt ran under its deadline. `None` once every gate recorded it, or
+    /// where the nested model resumes if a wrapper runs the rest again (the gates inside that
+    /// wrapper released, its next run due after a wait).
     #[inline(always)]
     fn attempt_ended<'a, A, J, O>(
         &'a self,
         wrappers: usize,
-        overran: bool,
+        mut innermost: Option<WrapperCall<'a>>,
         held: &mut Held<'a>,
         attempt: &mut A,
         judge: &J,
         result: &Result<O, Rejected>,
-    ) -> Option<Resume<'a>>
+    ) -> Option<Box<Resume<'a>>>
     where
         A: Attempt,
         J: Judge<O>,
     {
+        let ended = ended(judge, result);
         // As in `end_first_attempt`: a success is seen by the wrappers first, in one pass.
-        let hot = self.one_pass_success()
-            && matches!(result, Ok(output) if judge.attempted(output) == Attempted::Succeeded);
+        let hot = self.one_pass_success() && ended.attempted == Attempted::Succeeded;
         for (index, (before, wrapper)) in self.wrappers()[..wrappers].iter().enumerate().rev() {
             // The gates inside the wrapper see the attempt end before the wrapper does, as in
             // the nested model (those a refusal or a cut-off released already hold nothing).
@@ -271,21 +269,13 @@ impl Plan {
                     result,
                 );
             }
-            match wrapper {
-                Wrapper::TimeLimiter(limiter) => {
-                    if !overran {
-                        limiter.completed(succeeded(judge, result));
-                    }
-                }
-                Wrapper::Retry(_) => {
-                    let mut call = wrapper.begin(false);
-                    if let Next::RetryAfter(wait) =
-                        call.after(ended(judge, result), attempt.repeatable())
-                    {
-                        finish(held, &self.steps()[*before..], judge, result);
-                        return Some(Resume::Again { index, call, wait });
-                    }
-                }
+            let mut call = match innermost.take() {
+                Some(call) => call,
+                None => wrapper.begin(false),
+            };
+            if let Next::RetryAfter(wait) = call.after(ended, attempt.repeatable()) {
+                finish(held, &self.steps()[*before..], judge, result);
+                return Some(Box::new(Resume::Again { index, call, wait }));
             }
         }
         match result {
@@ -302,11 +292,11 @@ impl Plan {
         (!self.steps().is_empty()).then_some(held)
     }
 
-    /// The time limiter `limiter` (a wrapper's index) cut the first attempt off, its call
-    /// dropped: the gates inside it are released, recording nothing, innermost first.
+    /// The wrapper `index` cut the first attempt off, its call dropped: the gates inside it
+    /// are released, recording nothing, innermost first.
     #[cold]
-    fn cut_off(&self, limiter: usize, held: &mut Held<'_>) {
-        held.abandon_segment(&self.steps()[self.wrappers()[limiter].0..]);
+    fn cut_off(&self, index: usize, held: &mut Held<'_>) {
+        held.abandon_segment(&self.steps()[self.wrappers()[index].0..]);
     }
 }
 
@@ -315,7 +305,8 @@ enum Then<'p, R> {
     /// The call ends with this result.
     Done(R),
     /// The nested model takes over.
-    Resume(Resume<'p>),
+    /// Boxed: the call's future keeps a pointer across its awaits, not a wrapper's call.
+    Resume(Box<Resume<'p>>),
 }
 
 /// The first poll of the first attempt's future, whatever it gives: `Ready` at once, with
@@ -343,50 +334,22 @@ impl<F: Future> Future for FirstPoll<'_, '_, '_, F> {
     }
 }
 
-/// The first attempt's call after a first poll that was not ready, every gate held: polled in
-/// its place, on the call chain, until it completes, under the timer of the plan's time
-/// limiter if it has one (started here, at the call's first suspension). Written by hand, in
-/// the call's own future: the nested model would do the same in a segment's future per level,
-/// and a call that waits on its dependency is a common call, not one that may allocate.
-struct Running<'s, 'h, 'a, F: Future> {
+/// An attempt's call in its place, polled (on the call chain, if it holds gates) until it
+/// completes, under the deadline of the wrapper whose `call` it runs in: the first attempt
+/// after a first poll that was not ready, or an attempt through a lone wrapper. `Err` when the
+/// deadline cut it off (its future dropped). Written by hand, in the call's own future: the
+/// nested model would do the same in a level per segment, and a call that waits on its
+/// dependency is a common call, not one that may allocate.
+struct Bounded<'s, 'h, 'c, 'a, F: Future, C> {
     /// The call's permits, to put on the chain while it is polled; `None` for a plan without
     /// gates.
     held: Option<&'h Held<'a>>,
     slot: Pin<&'s mut Option<F>>,
-    /// The plan's time limiter (its index among the wrappers) and the call's timer.
-    limit: Option<(usize, Deadline<'a>)>,
-    /// The time limiter reported the call as timed out and let it go on.
-    overran: bool,
+    /// The wrapper's call ([`WrapperCall`], or a kind's own call).
+    call: &'c mut C,
 }
 
-/// How a [`Running`] call ended.
-enum Ran<O> {
-    /// It completed, in time or after it overran.
-    Completed { output: O, overran: bool },
-    /// The time limiter `limiter` (its index among the wrappers) cut it off; its future is
-    /// dropped.
-    CutOff { limiter: usize, rejected: Rejected },
-}
-
-impl<'s, 'h, 'a, F: Future> Running<'s, 'h, 'a, F> {
-    #[cold]
-    fn new(plan: &'a Plan, held: Option<&'h Held<'a>>, slot: Pin<&'s mut Option<F>>) -> Self {
-        let limit = plan
-            .wrappers()
-            .iter()
-            .enumerate()
-            .find_map(|(index, (_, wrapper))| match wrapper {
-                Wrapper::TimeLimiter(limiter) => Some((index, limiter.start())),
-                Wrapper::Retry(_) => None,
-            });
-        Running {
-            held,
-            slot,
-            limit,
-            overran: false,
-        }
-    }
-
+impl<F: Future, C> Bounded<'_, '_, '_, '_, F, C> {
     /// Drops the call's future in its place, on the call chain.
     fn drop_call(&mut self) {
         let slot = &mut self.slot;
@@ -397,8 +360,8 @@ impl<'s, 'h, 'a, F: Future> Running<'s, 'h, 'a, F> {
     }
 }
 
-impl<F: Future> Future for Running<'_, '_, '_, F> {
-    type Output = Ran<F::Output>;
+impl<'a, F: Future, C: WrapCall<'a>> Future for Bounded<'_, '_, '_, 'a, F, C> {
+    type Output = Result<F::Output, Rejected>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
@@ -407,35 +370,83 @@ impl<F: Future> Future for Running<'_, '_, '_, F> {
             Some(held) => poll_on_chain(held, this.slot.as_mut(), cx),
         };
         if let Poll::Ready(output) = polled {
-            return Poll::Ready(Ran::Completed {
-                output,
-                overran: this.overran,
-            });
+            return Poll::Ready(Ok(output));
         }
-        let Some((limiter, deadline)) = &mut this.limit else {
-            return Poll::Pending;
-        };
-        match deadline.poll_expired(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(Expired::Overran) => {
-                this.overran = true;
-                Poll::Pending
-            }
+        match this.call.poll_expired(cx) {
+            Poll::Pending | Poll::Ready(Expired::Overran) => Poll::Pending,
             Poll::Ready(Expired::CutOff(rejected)) => {
-                let limiter = *limiter;
                 this.drop_call();
-                Poll::Ready(Ran::CutOff { limiter, rejected })
+                Poll::Ready(Err(rejected))
             }
         }
     }
 }
 
-impl<F: Future> Drop for Running<'_, '_, '_, F> {
+impl<F: Future, C> Drop for Bounded<'_, '_, '_, '_, F, C> {
     /// The whole call dropped while its call runs: the call's future goes first, on the chain
     /// (then the permits, with the call's [`Held`]).
     fn drop(&mut self) {
         if self.slot.is_some() {
             self.drop_call();
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A call through a lone wrapper (no gate, so no frame on the call chain), whose `call`
+    /// bounds each attempt's future and says whether to make another after a wait. One future
+    /// written by hand, awaited once: as the loop of an `async fn`, its states (the wrapper's
+    /// call, the result, the wait) were live across several awaits, so each kept a place of
+    /// its own in the future of every call through the plan (64 bytes more).
+    struct Alone<'w, A: Attempt, J, C> {
+        call: C,
+        attempt: A,
+        judge: J,
+        #[pin]
+        running: Option<A::Output>,
+        sleep: Option<Sleep<'w>>,
+    }
+}
+
+impl<'w, A, J, C> Future for Alone<'w, A, J, C>
+where
+    A: Attempt,
+    A::Output: Future,
+    J: Judge<<A::Output as Future>::Output>,
+    C: WrapCall<'w>,
+{
+    type Output = Result<<A::Output as Future>::Output, Rejected>;
+
+    #[inline(always)]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            if let Some(sleep) = this.sleep {
+                ready!(Pin::new(sleep).poll(cx));
+                *this.sleep = None;
+            }
+            if this.running.is_none() {
+                this.running.set(Some(this.attempt.attempt()));
+            }
+            let Some(running) = this.running.as_mut().as_pin_mut() else {
+                unreachable!("an attempt was just made");
+            };
+            let result = match running.poll(cx) {
+                Poll::Ready(output) => Ok(output),
+                Poll::Pending => match this.call.poll_expired(cx) {
+                    Poll::Pending | Poll::Ready(Expired::Overran) => return Poll::Pending,
+                    Poll::Ready(Expired::CutOff(rejected)) => Err(rejected),
+                },
+            };
+            this.running.set(None);
+            let repeatable = this.attempt.repeatable();
+            match WrapCall::after(this.call, ended(this.judge, &result), repeatable) {
+                Next::Stop => return Poll::Ready(result),
+                Next::RetryAfter(wait) => {
+                    drop(result);
+                    *this.sleep = Some(this.call.sleep(wait));
+                }
+            }
         }
     }
 }

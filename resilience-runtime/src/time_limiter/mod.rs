@@ -193,38 +193,6 @@ impl TimeLimiter {
             }]);
         }
     }
-
-    /// Bounds `call`, whose output `succeeded` judges when it completes in time.
-    pub(crate) fn limit<R, F, S>(&self, call: F, succeeded: S) -> Limit<'_, F, S>
-    where
-        F: Future<Output = Result<R, Rejected>>,
-        S: FnOnce(&Result<R, Rejected>) -> bool,
-    {
-        Limit {
-            limiter: self,
-            call: Some(call),
-            succeeded: Some(succeeded),
-            deadline: None,
-            overran: false,
-        }
-    }
-
-    /// Starts the timer of a call that has just suspended for the first time: the timeout in
-    /// force now is the call's.
-    #[cold]
-    pub(crate) fn start(&self) -> Deadline<'_> {
-        let config = self.config.load();
-        let timeout = config.timeout_duration();
-        let deadline = deadline_after(self.clock.read(Reading::Precise), timeout);
-        Deadline {
-            limiter: self,
-            // Past the end of the clock: never cut off, and no timer to keep.
-            timer: (deadline != u64::MAX)
-                .then(|| Box::pin(self.clock.sleep_until(Reading::Precise, deadline)) as Timer<'_>),
-            timeout,
-            cancel: config.cancel_running_future(),
-        }
-    }
 }
 
 impl fmt::Debug for TimeLimiter {
@@ -265,15 +233,6 @@ impl TimeLimiterMetrics {
 /// The timer of a call that waits: boxed, so that a call that never waits carries none.
 type Timer<'t> = Pin<Box<dyn Future<Output = ()> + Send + 't>>;
 
-/// The timer of one call, started at its first suspension ([`TimeLimiter::start`]).
-pub(crate) struct Deadline<'t> {
-    limiter: &'t TimeLimiter,
-    /// `None` once it fired, or for a call never cut off.
-    timer: Option<Timer<'t>>,
-    timeout: Duration,
-    cancel: bool,
-}
-
 /// What a call's timer says when it fires.
 pub(crate) enum Expired {
     /// Cut the call off: drop it, and end it with this rejection.
@@ -283,20 +242,82 @@ pub(crate) enum Expired {
     Overran,
 }
 
-impl Deadline<'_> {
-    /// Polls the timer: `Pending` until it fires (forever after it fired, or for a call never
-    /// cut off); once it fires, counts the call as timed out and says what to do with it.
-    pub(crate) fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Expired> {
+// ----- the wrapper seam -----
+
+/// One call through a time limiter: its timer, started at the rest's first suspension (the
+/// timeout in force then is the call's), and whether it fired (then the call was counted as
+/// timed out, and its end is not counted again).
+pub(crate) struct Limiting<'t> {
+    limiter: &'t TimeLimiter,
+    /// `None` before the rest suspends, once the timer fired, or for a call never cut off.
+    timer: Option<Timer<'t>>,
+    timeout: Duration,
+    phase: Phase,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// The rest has not suspended yet.
+    Idle,
+    /// The timer runs; `cancel` says what to do with the rest when it fires.
+    Timing { cancel: bool },
+    /// The timer fired.
+    Fired,
+}
+
+impl Wrap for TimeLimiter {
+    type Call<'w> = Limiting<'w>;
+
+    fn bounds(&self) -> bool {
+        true
+    }
+
+    /// A sync call cannot be cut off: it is only counted as it ends.
+    #[inline]
+    fn begin(&self, _blocking: bool) -> Limiting<'_> {
+        Limiting {
+            limiter: self,
+            timer: None,
+            timeout: Duration::ZERO,
+            phase: Phase::Idle,
+        }
+    }
+}
+
+impl Limiting<'_> {
+    /// Starts the timer, at the rest's first suspension.
+    #[cold]
+    fn start(&mut self) {
+        let limiter = self.limiter;
+        let config = limiter.config.load();
+        self.timeout = config.timeout_duration();
+        let deadline = deadline_after(limiter.clock.read(Reading::Precise), self.timeout);
+        // Past the end of the clock: never cut off, and no timer to keep.
+        self.timer = (deadline != u64::MAX)
+            .then(|| Box::pin(limiter.clock.sleep_until(Reading::Precise, deadline)) as Timer<'_>);
+        self.phase = Phase::Timing {
+            cancel: config.cancel_running_future(),
+        };
+    }
+}
+
+impl<'t> WrapCall<'t> for Limiting<'t> {
+    fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Expired> {
+        if self.phase == Phase::Idle {
+            self.start();
+        }
+        let Phase::Timing { cancel } = self.phase else {
+            return Poll::Pending;
+        };
         let Some(timer) = self.timer.as_mut() else {
             return Poll::Pending;
         };
-        if timer.as_mut().poll(cx).is_pending() {
-            return Poll::Pending;
-        }
+        std::task::ready!(timer.as_mut().poll(cx));
         self.timer = None;
+        self.phase = Phase::Fired;
         let limiter = self.limiter;
         limiter.overran(self.timeout);
-        Poll::Ready(if self.cancel {
+        Poll::Ready(if cancel {
             Expired::CutOff(Rejected::TimedOut {
                 name: limiter.name.clone(),
                 timeout: self.timeout,
@@ -305,101 +326,10 @@ impl Deadline<'_> {
             Expired::Overran
         })
     }
-}
-
-pin_project_lite::pin_project! {
-    /// The future of [`TimeLimiter::limit`]: polls the call, starts the timer at the call's
-    /// first suspension, and cuts the call off (drops it) when the timer fires first.
-    pub(crate) struct Limit<'t, F, S> {
-        limiter: &'t TimeLimiter,
-        #[pin]
-        call: Option<F>,
-        succeeded: Option<S>,
-        // Started at the call's first suspension.
-        deadline: Option<Deadline<'t>>,
-        // Reported as timed out, and let go on (`cancel_running_future(false)`).
-        overran: bool,
-    }
-}
-
-impl<R, F, S> Future for Limit<'_, F, S>
-where
-    F: Future<Output = Result<R, Rejected>>,
-    S: FnOnce(&Result<R, Rejected>) -> bool,
-{
-    type Output = Result<R, Rejected>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        let limiter: &TimeLimiter = this.limiter;
-        let Some(call) = this.call.as_mut().as_pin_mut() else {
-            panic!("a time-limited call's future was polled after it completed");
-        };
-        if let Poll::Ready(output) = call.poll(cx) {
-            this.call.set(None);
-            if let Some(succeeded) = this.succeeded.take() {
-                if !*this.overran {
-                    limiter.completed(succeeded(&output));
-                }
-            }
-            return Poll::Ready(output);
-        }
-        let deadline = this.deadline.get_or_insert_with(|| limiter.start());
-        match deadline.poll_expired(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(Expired::Overran) => {
-                *this.overran = true;
-                Poll::Pending
-            }
-            Poll::Ready(Expired::CutOff(rejected)) => {
-                // Cut off: the rest of the plan is dropped here, which releases its guards.
-                this.call.set(None);
-                this.succeeded.take();
-                Poll::Ready(Err(rejected))
-            }
-        }
-    }
-}
-
-// ----- the wrapper seam -----
-
-/// One call through a time limiter: its timer, started at the rest's first suspension, and
-/// whether it fired (then the call was counted as timed out, and its end is not counted again).
-pub(crate) struct Limiting<'t> {
-    limiter: &'t TimeLimiter,
-    deadline: Option<Deadline<'t>>,
-    expired: bool,
-}
-
-impl Wrap for TimeLimiter {
-    type Call<'w> = Limiting<'w>;
-
-    /// A sync call cannot be cut off: it is only counted as it ends.
-    #[inline]
-    fn begin(&self, _blocking: bool) -> Limiting<'_> {
-        Limiting {
-            limiter: self,
-            deadline: None,
-            expired: false,
-        }
-    }
-}
-
-impl<'t> WrapCall<'t> for Limiting<'t> {
-    fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Expired> {
-        if self.expired {
-            return Poll::Pending;
-        }
-        let limiter = self.limiter;
-        let deadline = self.deadline.get_or_insert_with(|| limiter.start());
-        let expired = std::task::ready!(deadline.poll_expired(cx));
-        self.expired = true;
-        Poll::Ready(expired)
-    }
 
     #[inline]
     fn after(&mut self, ended: Ended, _repeatable: bool) -> Next {
-        if !self.expired {
+        if self.phase != Phase::Fired {
             self.limiter.completed(!ended.failed);
         }
         Next::Stop
