@@ -111,8 +111,7 @@ pub use call::reference as __reference;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::call::{
-        run_guarded, run_nested_async, run_nested_future, run_wrapped, run_wrapped_async,
-        run_wrapped_future, Entered, GuardedCall,
+        run_guarded, run_wrapped, run_wrapped_async, run_wrapped_future, Entered, GuardedCall,
     };
     pub use crate::call_site::{CallSite, CallSiteEntry};
     pub use crate::error::Rejected;

@@ -182,9 +182,6 @@ pub(super) fn guard_fn(
     };
     // A stack with a wrapper runs its whole plan in the runtime, the body made per attempt.
     let wrapped = stack.has_wrapper();
-    // A stack of one annotation may be a plan of one gate, which the runtime enters without
-    // walking the plan; a stack of several never is, and skips the check.
-    let lone = stack.aspects.len() == 1;
     let async_body = |future: TokenStream| -> syn::Result<TokenStream> {
         if wrapped {
             return wrapped_body(stack, sig, Body::Async(future), &parts, &names);
@@ -199,7 +196,7 @@ pub(super) fn guard_fn(
                 // A statement, not a `match` around the call: the entry's `Result` is not kept
                 // in the future while the call runs.
                 if let ::core::result::Result::Err(#rejected) =
-                    #private::GuardedCall::enter_async::<#lone>(&mut #call, &#plan).await
+                    #private::GuardedCall::enter_async(&mut #call, &#plan).await
                 {
                     break #entry #rejected;
                 }
@@ -236,7 +233,7 @@ pub(super) fn guard_fn(
                 // argument: each may take the arguments by value. The runtime runs it on the
                 // plan's own path (for a lone gate on an idle chain, its permit in a local).
                 // Bound to a local: the temporaries of a tail expression outlive `#plan`.
-                let #value = #private::run_guarded::<#lone, _>(
+                let #value = #private::run_guarded(
                     &#plan,
                     // The hint first, outside the `match`: the arms are then checked against
                     // the function's return type (inside the first arm, the first arm's type

@@ -73,13 +73,6 @@ pub(super) fn wrapped_body(
     } else {
         (quote!(|_| false), quote!(|_| false))
     };
-    // A stack of more than one annotation never resolves to a lone wrapper: its runtime entry
-    // leaves that shortcut out, and with it the states its future would carry.
-    let (run_async, run_future) = if stack.aspects.len() > 1 {
-        (quote!(run_nested_async), quote!(run_nested_future))
-    } else {
-        (quote!(run_wrapped_async), quote!(run_wrapped_future))
-    };
     let run = match (body, retries.is_some()) {
         (Body::Sync(stmts), _) => {
             let again = attempt_arguments(&private, sig, false)?;
@@ -96,7 +89,7 @@ pub(super) fn wrapped_body(
         (Body::Async(future), true) => {
             let again = attempt_arguments(&private, sig, true)?;
             quote! {
-                #private::#run_async(
+                #private::run_wrapped_async(
                     &#plan,
                     || { #again #future },
                     #classify,
@@ -107,7 +100,7 @@ pub(super) fn wrapped_body(
             }
         }
         (Body::Async(future), false) => quote! {
-            #private::#run_future(&#plan, #future, #classify, #failed).await
+            #private::run_wrapped_future(&#plan, #future, #classify, #failed).await
         },
     };
     Ok(quote! {

@@ -48,7 +48,6 @@ impl Plan {
         let part = Part {
             start: gates.start,
             end: gates.end,
-            from: gates.start,
         };
         let next = self.enter_from(gates.start, part, held, Mode::Block)?;
         debug_assert!(next.is_none(), "a blocking entry never stops at a gate");
@@ -68,7 +67,6 @@ impl Plan {
         let part = Part {
             start: gates.start,
             end: gates.end,
-            from,
         };
         self.enter_from(from, part, held, Mode::Stop)
     }
@@ -86,20 +84,15 @@ impl Plan {
     }
 
     /// [`enter_async`](Plan::enter_async), writing the permits into `held`: every gate of a
-    /// plan without wrappers. `LONE` says the plan may be a plan of one gate (see
-    /// [`enter_lone`](Self::enter_lone)); a caller that knows it has several skips the check.
+    /// plan without wrappers.
     #[inline]
-    pub(crate) fn enter_async_into<'c, 'a, const LONE: bool>(
-        &'a self,
-        held: &'c mut Held<'a>,
-    ) -> EnterAsync<'c, 'a, Whole, LONE> {
+    pub(crate) fn enter_async_into<'c, 'a>(&'a self, held: &'c mut Held<'a>) -> EnterAsync<'c, 'a> {
         debug_assert!(
             !self.has_wrappers(),
             "a plan with wrappers runs as segments"
         );
         EnterAsync {
             plan: self,
-            span: Whole,
             held: Some(held),
             wait: None,
         }
@@ -211,29 +204,23 @@ impl Plan {
     /// state (a queue place, a timer).
     #[cold]
     #[inline(never)]
-    fn wait_from<'c, 'a, S: GateRange>(
-        &'a self,
-        from: usize,
-        span: S,
-        held: &'c mut Held<'a>,
-    ) -> Waiting<'c> {
-        Box::pin(self.enter_waiting(from, span, held))
+    fn wait_from<'c, 'a>(&'a self, from: usize, held: &'c mut Held<'a>) -> Waiting<'c> {
+        Box::pin(self.enter_waiting(from, held))
     }
 
     /// The rest of an asynchronous entry from the gate `steps[from]`, which made the call
-    /// wait: waits for it, then asks the gates after it in the segment `gates`.
-    async fn enter_waiting<'a, S: GateRange>(
+    /// wait: waits for it, then asks the gates after it.
+    async fn enter_waiting<'a>(
         &'a self,
         mut from: usize,
-        span: S,
         held: &mut Held<'a>,
     ) -> Result<(), Rejected> {
         loop {
             let waited = match_step!(&self.steps()[from], gate => wait_one(&**gate, held).await);
             if let Err(rejected) = waited {
-                return Err(self.refused(span.start(), held, rejected));
+                return Err(self.refused(0, held, rejected));
             }
-            match self.enter_from(from + 1, span, held, Mode::Stop)? {
+            match self.enter_from(from + 1, Whole, held, Mode::Stop)? {
                 None => return Ok(()),
                 Some(next) => from = next,
             }
@@ -262,8 +249,6 @@ impl Plan {
 pub(crate) trait GateRange: Copy + Unpin + Send + Sync + 'static {
     /// The first gate's index.
     fn start(self) -> usize;
-    /// The index of the first gate to ask (those before it held already).
-    fn from(self) -> usize;
     /// One past the last gate's index.
     fn end(self, plan: &Plan) -> usize;
 }
@@ -293,31 +278,22 @@ impl GateRange for Whole {
         0
     }
     #[inline(always)]
-    fn from(self) -> usize {
-        0
-    }
-    #[inline(always)]
     fn end(self, plan: &Plan) -> usize {
         plan.steps().len()
     }
 }
 
-/// The gates `start..end` of the plan: one segment, asked from `from`.
+/// The gates `start..end` of the plan: one segment.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Part {
     start: usize,
     end: usize,
-    from: usize,
 }
 
 impl GateRange for Part {
     #[inline(always)]
     fn start(self) -> usize {
         self.start
-    }
-    #[inline(always)]
-    fn from(self) -> usize {
-        self.from
     }
     #[inline(always)]
     fn end(self, _plan: &Plan) -> usize {
@@ -355,13 +331,8 @@ async fn wait_one<'a, G: HeldSlot>(gate: &'a G, held: &mut Held<'a>) -> Result<(
 /// and is ready unless a gate makes the call wait: only then does it box the wait (a queue
 /// place, a timer) and poll that. Calls that never wait (the common case) pay for no nested
 /// state machine, and the future of every guarded call stays small.
-///
-/// `LONE`: the first poll tries [`Plan::enter_lone`] (an entry of the whole plan whose caller
-/// does not know that it has several gates).
-pub(crate) struct EnterAsync<'c, 'a, S, const LONE: bool = false> {
+pub(crate) struct EnterAsync<'c, 'a> {
     plan: &'a Plan,
-    /// The gates entered.
-    span: S,
     /// Where the permits go; taken by the first poll.
     held: Option<&'c mut Held<'a>>,
     /// The wait for a gate, then for the gates after it.
@@ -371,7 +342,7 @@ pub(crate) struct EnterAsync<'c, 'a, S, const LONE: bool = false> {
 /// The boxed wait of an asynchronous entry (see [`Plan::enter_waiting`]).
 type Waiting<'c> = Pin<Box<dyn Future<Output = Result<(), Rejected>> + Send + 'c>>;
 
-impl<S: GateRange, const LONE: bool> Future for EnterAsync<'_, '_, S, LONE> {
+impl Future for EnterAsync<'_, '_> {
     type Output = Result<(), Rejected>;
 
     // Inlined into the guarded call's own future, whose first poll it is: the state is read
@@ -381,25 +352,17 @@ impl<S: GateRange, const LONE: bool> Future for EnterAsync<'_, '_, S, LONE> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         if let Some(held) = this.held.take() {
-            let span = this.span;
-            debug_assert!(
-                !LONE || (span.from() == 0 && span.end(this.plan) == this.plan.steps().len()),
-                "only an entry of the whole plan asks a lone gate straight"
-            );
             // A lone gate that makes the call wait took nothing: the general path below asks
-            // it again and waits for it (one more ask, on a path that waits anyway; a wait
-            // entered from here instead cost the admitted call 10 instructions).
-            if LONE {
-                match this.plan.enter_lone(held) {
-                    Some(Ok(Entry::Entered)) => return Poll::Ready(Ok(())),
-                    Some(Err(rejected)) => return Poll::Ready(Err(rejected)),
-                    Some(Ok(Entry::MustWait)) | None => {}
-                }
+            // it again and waits for it (one more ask, on a path that waits anyway).
+            match this.plan.enter_lone(held) {
+                Some(Ok(Entry::Entered)) => return Poll::Ready(Ok(())),
+                Some(Err(rejected)) => return Poll::Ready(Err(rejected)),
+                Some(Ok(Entry::MustWait)) | None => {}
             }
-            match this.plan.enter_from(span.from(), span, held, Mode::Stop) {
+            match this.plan.enter_from(0, Whole, held, Mode::Stop) {
                 Ok(None) => return Poll::Ready(Ok(())),
                 Err(rejected) => return Poll::Ready(Err(rejected)),
-                Ok(Some(step)) => this.wait = Some(this.plan.wait_from(step, span, held)),
+                Ok(Some(step)) => this.wait = Some(this.plan.wait_from(step, held)),
             }
         }
         let Some(wait) = &mut this.wait else {

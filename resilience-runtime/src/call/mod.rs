@@ -44,10 +44,13 @@ impl Plan {
                 |rejected| Err(E::from(rejected)),
             );
         }
-        self.enter_and_run::<true, _, _>(
-            Split(call, |rejected| Err(E::from(rejected))),
+        let mut call = call;
+        self.enter_and_run(
+            |admitted| match admitted {
+                Ok(()) => call(),
+                Err(rejected) => Err(E::from(rejected)),
+            },
             CallOutcome::of_result,
-            |result| result,
         )
     }
 
@@ -80,33 +83,34 @@ impl Plan {
         if self.has_wrappers() {
             return self.run_wrapped(Repeat(call), &ByOutcome(classify));
         }
-        self.enter_and_run::<true, _, _>(Split(call, Err), classify, Ok)
+        let mut call = call;
+        self.enter_and_run(
+            |admitted| admitted.map(|()| call()),
+            // Only an admitted call is classified: its result is `Ok`.
+            |result| result.as_ref().map_or(CallOutcome::Ignored, &classify),
+        )
     }
 
     /// [`call`](Plan::call), [`run`](Plan::run) and the macros' [`run_guarded`]: enters the
-    /// guards and runs the call, its result turned into the output by `ran`, or hands the
-    /// rejection to the call's refusal. Written once, where the caller wants it: `call` does
-    /// not wrap it in `run`'s `Result<_, Rejected>` to move it out again.
+    /// guards, then `body(Ok(()))` runs the call, its result classified by `classify`; or
+    /// `body(Err(rejected))` answers a refusal, unclassified. One closure for both, so that each
+    /// may own the same captures (a guarded function's arguments, taken by value).
     #[inline(always)]
-    fn enter_and_run<const LONE: bool, R, O>(
+    fn enter_and_run<R>(
         &self,
-        call: impl CallOrRefusal<R, O>,
+        body: impl FnOnce(Result<(), Rejected>) -> R,
         classify: impl FnOnce(&R) -> CallOutcome,
-        ran: impl FnOnce(R) -> O,
-    ) -> O {
-        if LONE {
-            if let Some(step) = self.lone_step() {
-                return match_step!(step, gate => one_gate(&**gate, call, classify, ran));
-            }
+    ) -> R {
+        if let Some(step) = self.lone_step() {
+            return match_step!(step, gate => one_gate(&**gate, body, classify));
         }
         let mut held = Held::new();
-        let output = match self.enter_into(&mut held) {
-            Ok(()) => ran(run(&mut held, || call.admitted(), classify)),
-            Err(rejected) => call.refused(rejected),
-        };
+        match self.enter_into(&mut held) {
+            Ok(()) => run(&mut held, || body(Ok(())), classify),
+            Err(rejected) => body(Err(rejected)),
+        }
         // Entered and run, or refused: either way `held` holds nothing now (see `run`), and
         // its drop finds nothing to release.
-        output
     }
 
     /// Runs the future `call()` makes through the guards, waiting asynchronously while a gate
@@ -145,7 +149,7 @@ impl Plan {
             };
         }
         let mut guarded = GuardedCall::new();
-        if let Err(rejected) = guarded.enter_async::<true>(self).await {
+        if let Err(rejected) = guarded.enter_async(self).await {
             return Err(E::from(rejected));
         }
         guarded.run_async(call(), CallOutcome::of_result).await
@@ -168,7 +172,7 @@ impl Plan {
                 .await;
         }
         let mut guarded = GuardedCall::new();
-        guarded.enter_async::<true>(self).await?;
+        guarded.enter_async(self).await?;
         Ok(guarded.run_async(call(), classify).await)
     }
 
@@ -206,7 +210,7 @@ impl Plan {
             };
         }
         let mut guarded = GuardedCall::new();
-        if let Err(rejected) = guarded.enter_async::<true>(self).await {
+        if let Err(rejected) = guarded.enter_async(self).await {
             return Err(E::from(rejected));
         }
         guarded.run_async(call, CallOutcome::of_result).await
@@ -228,7 +232,7 @@ impl Plan {
             return self.run_wrapped_async(attempt, ByOutcome(classify)).await;
         }
         let mut guarded = GuardedCall::new();
-        guarded.enter_async::<true>(self).await?;
+        guarded.enter_async(self).await?;
         Ok(guarded.run_async(call, classify).await)
     }
 
@@ -288,7 +292,7 @@ impl Plan {
     pub async fn enter_async(&self) -> Result<Entered<'_>, Rejected> {
         self.assert_splittable();
         let mut held = Held::new();
-        self.enter_async_into::<true>(&mut held).await?;
+        self.enter_async_into(&mut held).await?;
         Ok(Entered { held })
     }
 }
@@ -331,24 +335,6 @@ pub async fn run_wrapped_async<R, F: Future<Output = R>>(
     plan.run_wrapped_async(Repeat(&mut call), judge).await
 }
 
-/// [`run_wrapped_async`] for a stack of more than one annotation, whose plan is never a lone
-/// wrapper: without that shortcut's states in its future.
-#[doc(hidden)]
-pub async fn run_nested_async<R, F: Future<Output = R>>(
-    plan: &Plan,
-    mut call: impl FnMut() -> F,
-    classify: impl Fn(&R) -> CallOutcome,
-    failed: impl Fn(&R) -> bool,
-    retry_on: impl Fn(&R) -> bool,
-) -> Result<R, Rejected> {
-    let judge = Judged {
-        classify,
-        failed,
-        retry_on,
-    };
-    plan.run_nested_async(Repeat(&mut call), judge).await
-}
-
 /// [`run_wrapped_async`] with the body's future made once: a stack with a time limiter and
 /// no retry, whose body keeps its arguments by value.
 #[doc(hidden)]
@@ -367,35 +353,14 @@ pub async fn run_wrapped_future<R, F: Future<Output = R>>(
         .await
 }
 
-/// [`run_wrapped_future`] for a stack of more than one annotation (see
-/// [`run_nested_async`]).
-#[doc(hidden)]
-pub async fn run_nested_future<R, F: Future<Output = R>>(
-    plan: &Plan,
-    call: F,
-    classify: impl Fn(&R) -> CallOutcome,
-    failed: impl Fn(&R) -> bool,
-) -> Result<R, Rejected> {
-    let judge = Judged {
-        classify,
-        failed,
-        retry_on: |_: &R| false,
-    };
-    plan.run_nested_async(OneShot(Some(move || call)), judge)
-        .await
-}
-
 /// The guarded call of a function whose stack has only gates, for the attribute macros:
 /// `body(Ok(()))` runs the function's body once the guards admitted the call, and its result
 /// is classified by `classify`; `body(Err(rejected))` answers a refusal (the rejection as the
 /// function's error, or its fallback), unclassified. One closure for both, so that it can take
 /// the function's arguments by value for either: the body and the fallback each receive them.
-///
-/// `LONE` says the stack has one annotation, so its plan may be a plan of one gate; a stack of
-/// several never is, and skips the check for it.
 #[doc(hidden)]
 #[inline(always)]
-pub fn run_guarded<const LONE: bool, R>(
+pub fn run_guarded<R>(
     plan: &Plan,
     body: impl FnOnce(Result<(), Rejected>) -> R,
     classify: impl FnOnce(&R) -> CallOutcome,
@@ -404,46 +369,7 @@ pub fn run_guarded<const LONE: bool, R>(
         !plan.has_wrappers(),
         "the macros run plans with wrappers whole"
     );
-    plan.enter_and_run::<LONE, _, _>(Either(body), classify, |result| result)
-}
-
-/// A call not yet made, and what its caller makes of a refusal: exactly one of the two is
-/// used, so both may own the same captures (a macro-guarded function's arguments).
-trait CallOrRefusal<R, O> {
-    /// The guards admitted the call: make it.
-    fn admitted(self) -> R;
-    /// A guard refused the call.
-    fn refused(self, rejected: Rejected) -> O;
-}
-
-/// The call and the refusal's answer as two closures ([`Plan::call`], [`Plan::run`]).
-struct Split<C, F>(C, F);
-
-impl<R, O, C: FnOnce() -> R, F: FnOnce(Rejected) -> O> CallOrRefusal<R, O> for Split<C, F> {
-    #[inline(always)]
-    fn admitted(self) -> R {
-        (self.0)()
-    }
-
-    #[inline(always)]
-    fn refused(self, rejected: Rejected) -> O {
-        (self.1)(rejected)
-    }
-}
-
-/// Both as one closure, told which by its argument ([`run_guarded`]).
-struct Either<B>(B);
-
-impl<R, B: FnOnce(Result<(), Rejected>) -> R> CallOrRefusal<R, R> for Either<B> {
-    #[inline(always)]
-    fn admitted(self) -> R {
-        (self.0)(Ok(()))
-    }
-
-    #[inline(always)]
-    fn refused(self, rejected: Rejected) -> R {
-        (self.0)(Err(rejected))
-    }
+    plan.enter_and_run(body, classify)
 }
 
 impl Plan {
@@ -475,19 +401,17 @@ impl<'a> GuardedCall<'a> {
         GuardedCall { held: Held::new() }
     }
 
-    /// Acquires the guards of `plan` as [`Plan::enter_async`] does. `LONE` says the plan may
-    /// be a plan of one gate (the macros: a stack of one annotation); a stack of several
-    /// never is, and skips the check for it.
+    /// Acquires the guards of `plan` as [`Plan::enter_async`] does.
     ///
     /// # Errors
     ///
     /// As [`Plan::enter_async`]; the call then holds nothing.
     #[inline]
-    pub fn enter_async<'c, const LONE: bool>(
+    pub fn enter_async<'c>(
         &'c mut self,
         plan: &'a Plan,
-    ) -> impl Future<Output = Result<(), Rejected>> + use<'c, 'a, LONE> {
-        plan.enter_async_into::<LONE>(&mut self.held)
+    ) -> impl Future<Output = Result<(), Rejected>> + use<'c, 'a> {
+        plan.enter_async_into(&mut self.held)
     }
 
     /// Runs the future `call` as [`Entered::run_async`] does; dropping the returned future
@@ -552,27 +476,26 @@ fn run<R>(
 /// saved 20 instructions per admitted call and 92 per refusal (what a lone breaker answers
 /// while it is open), and the permit in a local 14 more per admitted call (BENCHMARKS.md at 79fb71f).
 #[inline(always)]
-fn one_gate<G: Gate, R, O>(
+fn one_gate<G: Gate, R>(
     gate: &G,
-    call: impl CallOrRefusal<R, O>,
+    body: impl FnOnce(Result<(), Rejected>) -> R,
     classify: impl FnOnce(&R) -> CallOutcome,
-    ran: impl FnOnce(R) -> O,
-) -> O {
+) -> R {
     // The permit in a local of its own, not in a `Held`: one gate has no order to keep, and
     // its frame names it by its id. (Through a `Held`, its permit was written into the slot
-    // and moved out again: 13 instructions per call.) Should `call` or `classify` panic, the
+    // and moved out again: 13 instructions per call.) Should `body` or `classify` panic, the
     // permit's drop releases it, recording nothing, as `Held`'s would.
     let mut permit = None;
     match gate.try_enter(&mut permit) {
         Ok(Entry::Entered) => {}
         Ok(Entry::MustWait) => match gate.enter_blocking() {
             Ok(waited) => permit = Some(waited),
-            Err(rejected) => return call.refused(rejected),
+            Err(rejected) => return body(Err(rejected)),
         },
         // The only gate refused: nothing is held.
-        Err(rejected) => return call.refused(rejected),
+        Err(rejected) => return body(Err(rejected)),
     }
-    let result = on_chain_one(gate.id(), || call.admitted());
+    let result = on_chain_one(gate.id(), || body(Ok(())));
     // Classified while the permit is still held, as on the general path: should `classify`
     // panic, `result` is dropped before the permit goes (its destructor may call through the
     // same guard).
@@ -580,7 +503,7 @@ fn one_gate<G: Gate, R, O>(
     if let Some(permit) = permit {
         permit.complete(outcome);
     }
-    ran(result)
+    result
 }
 
 /// A call admitted by every guard of its [`Plan`] and not yet run: the permits, held.

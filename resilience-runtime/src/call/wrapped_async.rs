@@ -41,136 +41,19 @@ macro_rules! attempt_over {
     };
 }
 
-/// The body of [`Plan::run_wrapped_async`] and [`Plan::run_nested_async`] after their
-/// shortcuts: the first attempt flat, then the nested model. A macro, not an `async fn` the two
-/// await: a nested future is one more state machine to resume and to drop on every call, and a
-/// branch that a constant rules out still has its states in the coroutine's layout (both
-/// measured: BENCHMARKS.md at 79fb71f), so the two are written out from one text.
-macro_rules! nested_async {
-    ($plan:ident, $attempt:ident, $judge:ident) => {{
-        let mut held = Held::new();
-        // The place of the call's future, for every attempt: the first is polled here, and
-        // the nested model polls it in place if it is not ready.
-        let mut slot = pin!(None::<A::Output>);
-        let entered = $plan.enter_from_or(0, Whole, &mut held, Mode::Stop, |gate, _, rejected| {
-            (gate, rejected)
-        });
-        let then = match entered {
-            Ok(None) => {
-                slot.set(Some($attempt.attempt()));
-                // The first poll's output goes out of scope before anything else is awaited.
-                // Matched on with the `.await` of a call not ready at once in one of the arms,
-                // it stayed alive across that await, so was laid out in the future's state:
-                // the hot path's result was written there and copied out in pieces, wide
-                // loads over narrow stores (five aspects: 33 instructions and 5 to 12 ns per
-                // call more than this, BENCHMARKS.md at 79fb71f).
-                let retried = {
-                    let first = FirstPoll {
-                        held: $plan.gates_on_chain(&held),
-                        slot: slot.as_mut(),
-                    }
-                    .await;
-                    match first {
-                        Poll::Ready(output) => {
-                            let result = Ok(output);
-                            let wrappers = $plan.wrappers().len();
-                            match $plan.attempt_ended(
-                                wrappers,
-                                None,
-                                &mut held,
-                                &mut $attempt,
-                                &$judge,
-                                &result,
-                            ) {
-                                // Every gate released: `held`'s drop finds nothing.
-                                None => return result,
-                                Some(resume) => {
-                                    drop(result);
-                                    Some(resume)
-                                }
-                            }
-                        }
-                        Poll::Pending => None,
-                    }
-                };
-                match retried {
-                    Some(resume) => Then::Resume(resume),
-                    // A wrapper that bounds the rest outside another wrapper bounds the
-                    // other's runs together: its deadline goes on across them, as the nested
-                    // model keeps it. (Such a call allocates its timer anyway.)
-                    None if $plan.bounds_across_wrappers() => {
-                        Then::Resume(Box::new(Resume::EnterFrom($plan.steps().len())))
-                    }
-                    // Otherwise the innermost wrapper is the one that may bound the attempt:
-                    // the call goes on in its place under its deadline.
-                    None => {
-                        let innermost = $plan.wrappers().len() - 1;
-                        let mut call = $plan.wrappers()[innermost].1.begin(false);
-                        let result = Bounded {
-                            held: $plan.gates_on_chain(&held),
-                            slot: slot.as_mut(),
-                            call: &mut call,
-                        }
-                        .await;
-                        if result.is_err() {
-                            $plan.cut_off(innermost, &mut held);
-                        }
-                        attempt_over!(
-                            $plan,
-                            held,
-                            $attempt,
-                            $judge,
-                            result,
-                            innermost + 1,
-                            Some(call)
-                        )
-                    }
-                }
-            }
-            Ok(Some(gate)) => Then::Resume(Box::new(Resume::EnterFrom(gate))),
-            Err((gate, rejected)) => {
-                // Refused: the gates held in its segment see it, then the wrappers outside
-                // it and their segments, as in the nested model.
-                let segment = $plan.segment_of(gate);
-                held.rejected_segment(&$plan.steps()[$plan.segment_start(segment)..], &rejected);
-                let result = Err(rejected);
-                attempt_over!($plan, held, $attempt, $judge, result, segment, None)
-            }
-        };
-        // Matched before the await, so that nothing of `then` is kept across it.
-        let nested = match then {
-            Then::Done(result) => return result,
-            // A gate makes the call wait, a wrapper runs the rest again, or a deadline goes on
-            // across the runs of another wrapper: the nested model takes over, in a future of
-            // its own on the heap (the call's future keeps the box alone). Such a call nearly
-            // always allocates anyway (the gate's wait, the retry's sleep, the timer); in the
-            // call's own future, the nested model's states made every call's future larger,
-            // and moved with it, where few calls ever reach them.
-            Then::Resume(resume) => Box::pin(NestedRun::new(
-                $plan,
-                &mut held,
-                &mut $attempt,
-                &$judge,
-                slot.as_mut(),
-                *resume,
-            )),
-        };
-        nested.await
-    }};
-}
-
 impl Plan {
     /// Runs `attempt` through a plan with wrappers, asynchronously.
     ///
     /// The first attempt runs flat, as in [`run_wrapped`](Self::run_wrapped): every gate
     /// asked in order without waiting, the call's future made and polled in place (under the
-    /// time limiter's timer from its first suspension), a refusal handed to the wrappers
-    /// outside it. When the attempt ends in a way no retry retries (the common case), the call
-    /// ends there. A gate that makes the call wait, an attempt a retry retries, or a call that
-    /// suspends under a time limiter outside a retry continues in the nested model, boxed,
-    /// from where the first attempt left off ([`Resume`]): nothing is asked twice, nothing
-    /// counted twice. A plan that is one wrapper and no gate skips all of it and runs its
-    /// wrapper directly.
+    /// innermost wrapper's deadline from its first suspension), a refusal handed to the
+    /// wrappers outside it. When the attempt ends in a way no wrapper runs again (the common
+    /// case), the call ends there. A gate that makes the call wait, an attempt a wrapper runs
+    /// again, or a call that suspends under a deadline that bounds another wrapper's runs
+    /// (a time limiter outside a retry) continues in the nested model, boxed, from where the
+    /// first attempt left off ([`Resume`]): nothing is asked twice, nothing counted twice. A
+    /// plan that is one wrapper and no gate skips all of it and runs its wrapper directly
+    /// ([`Alone`]).
     pub(crate) async fn run_wrapped_async<A, J>(
         &self,
         mut attempt: A,
@@ -208,30 +91,114 @@ impl Plan {
             }
             .await);
         }
-        nested_async!(self, attempt, judge)
-    }
-
-    /// [`run_wrapped_async`](Self::run_wrapped_async) without the lone wrapper's shortcut, for
-    /// a plan that has a gate or more than one wrapper (the macros know it of a stack of more
-    /// than one annotation: its plan holds every guard of the stack). Its state machine lacks
-    /// the lone wrapper's states, which every call of the other pays to resume and to drop
-    /// (five aspects: 21 instructions; BENCHMARKS.md at 79fb71f). Right for any plan: given a lone
-    /// wrapper after all, the nested model runs it, as it did before the shortcut existed.
-    pub(crate) async fn run_nested_async<A, J>(
-        &self,
-        mut attempt: A,
-        judge: J,
-    ) -> Result<<A::Output as Future>::Output, Rejected>
-    where
-        A: Attempt,
-        A::Output: Future,
-        J: Judge<<A::Output as Future>::Output>,
-    {
-        // As in `run_wrapped_async`; a plan that refuses has neither gate nor wrapper.
-        if let Some(rejected) = self.unconfigured() {
-            return Err(rejected);
-        }
-        nested_async!(self, attempt, judge)
+        let mut held = Held::new();
+        // The place of the call's future, for every attempt: the first is polled here, and
+        // the nested model polls it in place if it is not ready.
+        let mut slot = pin!(None::<A::Output>);
+        let entered = self.enter_from_or(0, Whole, &mut held, Mode::Stop, |gate, _, rejected| {
+            (gate, rejected)
+        });
+        let then = match entered {
+            Ok(None) => {
+                slot.set(Some(attempt.attempt()));
+                // The first poll's output goes out of scope before anything else is awaited.
+                // Matched on with the `.await` of a call not ready at once in one of the arms,
+                // it stayed alive across that await, so was laid out in the future's state:
+                // the hot path's result was written there and copied out in pieces, wide
+                // loads over narrow stores (five aspects: 33 instructions and 5 to 12 ns per
+                // call more than this, BENCHMARKS.md at 79fb71f).
+                let retried = {
+                    let first = FirstPoll {
+                        held: self.gates_on_chain(&held),
+                        slot: slot.as_mut(),
+                    }
+                    .await;
+                    match first {
+                        Poll::Ready(output) => {
+                            let result = Ok(output);
+                            let wrappers = self.wrappers().len();
+                            match self.attempt_ended(
+                                wrappers,
+                                None,
+                                &mut held,
+                                &mut attempt,
+                                &judge,
+                                &result,
+                            ) {
+                                // Every gate released: `held`'s drop finds nothing.
+                                None => return result,
+                                Some(resume) => {
+                                    drop(result);
+                                    Some(resume)
+                                }
+                            }
+                        }
+                        Poll::Pending => None,
+                    }
+                };
+                match retried {
+                    Some(resume) => Then::Resume(resume),
+                    // A wrapper that bounds the rest outside another wrapper bounds the
+                    // other's runs together: its deadline goes on across them, as the nested
+                    // model keeps it. (Such a call allocates its timer anyway.)
+                    None if self.bounds_across_wrappers() => {
+                        Then::Resume(Box::new(Resume::EnterFrom(self.steps().len())))
+                    }
+                    // Otherwise the innermost wrapper is the one that may bound the attempt:
+                    // the call goes on in its place under its deadline.
+                    None => {
+                        let innermost = self.wrappers().len() - 1;
+                        let mut call = self.wrappers()[innermost].1.begin(false);
+                        let result = Bounded {
+                            held: self.gates_on_chain(&held),
+                            slot: slot.as_mut(),
+                            call: &mut call,
+                        }
+                        .await;
+                        if result.is_err() {
+                            self.cut_off(innermost, &mut held);
+                        }
+                        attempt_over!(
+                            self,
+                            held,
+                            attempt,
+                            judge,
+                            result,
+                            innermost + 1,
+                            Some(call)
+                        )
+                    }
+                }
+            }
+            Ok(Some(gate)) => Then::Resume(Box::new(Resume::EnterFrom(gate))),
+            Err((gate, rejected)) => {
+                // Refused: the gates held in its segment see it, then the wrappers outside
+                // it and their segments, as in the nested model.
+                let segment = self.segment_of(gate);
+                held.rejected_segment(&self.steps()[self.segment_start(segment)..], &rejected);
+                let result = Err(rejected);
+                attempt_over!(self, held, attempt, judge, result, segment, None)
+            }
+        };
+        // Matched before the await, so that nothing of `then` is kept across it.
+        let nested = match then {
+            Then::Done(result) => return result,
+            // A gate makes the call wait, a wrapper runs the rest again, or a deadline goes on
+            // across the runs of another wrapper: the nested model takes over, in a future of
+            // its own on the heap (the call's future keeps the box alone). Such a call nearly
+            // always allocates anyway (the gate's wait, the retry's sleep, the timer); in the
+            // call's own future, the nested model's states made every call's future larger,
+            // and moved with it, where few calls ever reach them.
+            Then::Resume(resume) => Box::pin(NestedRun::new(
+                self,
+                &mut held,
+                &mut attempt,
+                &judge,
+                slot.as_mut(),
+                *resume,
+            )),
+        };
+        nested.await
     }
 
     /// [`end_first_attempt`](Self::end_first_attempt) for an async call whose first attempt
