@@ -11,9 +11,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::error::Rejected;
 use crate::plan::Wrapper;
-use crate::retry::{Attempted, Attempts, Next};
-use crate::time_limiter::{Expired, Limiting};
+use crate::retry::Attempts;
+use crate::time_limiter::Limiting;
 
 /// A wrapping aspect.
 pub(crate) trait Wrap {
@@ -72,6 +73,41 @@ pub(crate) struct Ended {
     pub(crate) attempted: Attempted,
     /// Whether it failed, as a time limiter counts it (a refusal is a failure).
     pub(crate) failed: bool,
+}
+
+/// How one run of the rest ended, as a retry sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Attempted {
+    /// It succeeded: the call ends with it.
+    Succeeded,
+    /// It failed in a way the retry retries (an `Err` that `retry_on` accepts).
+    Failed,
+    /// It failed in a way the retry does not retry: the call ends with it.
+    NotRetried,
+    /// A guard inside the retry refused it; `timed_out` for a time limiter's
+    /// [`TimedOut`](crate::Rejected::TimedOut), which is a failure of the attempt.
+    Refused {
+        /// Whether it was a time limiter that cut the attempt off.
+        timed_out: bool,
+    },
+}
+
+/// What a call through a retry does after an attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// End with this attempt's result.
+    Stop,
+    /// Wait this long, then make the next attempt.
+    RetryAfter(Duration),
+}
+
+/// What a wrapper's deadline says when it fires.
+pub(crate) enum Expired {
+    /// Cut the call off: drop it, and end it with this rejection.
+    CutOff(Rejected),
+    /// Let it go on (`cancel_running_future(false)`): it was counted as timed out, and its
+    /// completion is not counted again.
+    Overran,
 }
 
 /// A wait between two runs of the rest: ready at once for no wait; otherwise boxed, so that

@@ -5,8 +5,7 @@
 use crate::error::Rejected;
 use crate::outcome::CallOutcome;
 use crate::plan::Step;
-use crate::retry::Attempted;
-use crate::wrapper::Ended;
+use crate::wrapper::{Attempted, Ended};
 
 use super::held::Held;
 

@@ -1,4 +1,4 @@
-//! The nested model of an async call (see [`super::wrapped`] for the model): the segments
+//! The nested model of an async call (the model is described in `wrapped.rs`): the segments
 //! after the first attempt, as one recursive structure of [`Level`]s, any number deep.
 //!
 //! A level is segment *k*: it enters its gates, then runs the call (the last segment) or its
@@ -24,9 +24,7 @@ use super::chain::on_chain;
 use super::held::{Held, HeldSlot};
 use crate::error::Rejected;
 use crate::plan::{match_step, Plan};
-use crate::retry::Next;
-use crate::time_limiter::Expired;
-use crate::wrapper::{Sleep, WrapCall, WrapperCall};
+use crate::wrapper::{Expired, Next, Sleep, WrapCall, WrapperCall};
 
 /// Where the nested model takes over an async call whose first attempt ran flat.
 pub(super) enum Resume<'a> {

@@ -28,9 +28,7 @@ use crate::error::Rejected;
 use crate::gate::Entry;
 use crate::outcome::CallOutcome;
 use crate::plan::{match_step, Layer, Plan, ReentrancyPolicy, Step};
-use crate::retry::Next;
-use crate::time_limiter::Expired;
-use crate::wrapper::{WrapCall, WrapperCall};
+use crate::wrapper::{Expired, Next, WrapCall, WrapperCall};
 
 /// [`Plan::run`] (or, `once`, a call that can be made once), the reference way. Waits block
 /// the thread.

@@ -41,8 +41,7 @@ use super::chain::on_chain;
 use super::held::Held;
 use crate::error::Rejected;
 use crate::plan::{match_wrapper, Plan};
-use crate::retry::{Attempted, Next};
-use crate::wrapper::{Ended, Wrap, WrapCall, WrapperCall};
+use crate::wrapper::{Attempted, Ended, Next, Wrap, WrapCall, WrapperCall};
 
 impl Plan {
     /// Runs `attempt` through a plan with wrappers, blocking the thread where a gate makes the

@@ -13,9 +13,7 @@ use super::held::Held;
 use super::nested_async::{NestedRun, Resume};
 use crate::error::Rejected;
 use crate::plan::{match_wrapper, Plan};
-use crate::retry::{Attempted, Next};
-use crate::time_limiter::Expired;
-use crate::wrapper::{Sleep, Wrap, WrapCall, WrapperCall};
+use crate::wrapper::{Attempted, Expired, Next, Sleep, Wrap, WrapCall, WrapperCall};
 
 /// The first attempt of an async call ended as `$result`, off its hot path (its call was not
 /// ready at its first poll, or a gate refused it): the outermost `$wrappers` wrappers see it,

@@ -35,7 +35,7 @@ use crate::blocking::Blocking;
 use crate::clock::{deadline_after, Clock, Reading};
 use crate::name::Name;
 use crate::subscribers::{Subscribers, SubscriptionId};
-use crate::wrapper::{Ended, Sleep, Wrap, WrapCall};
+use crate::wrapper::{Attempted, Ended, Next, Sleep, Wrap, WrapCall};
 
 /// A retry: makes a call again, up to [`max_attempts`](RetryConfig::max_attempts) times in
 /// all, after a failure it retries, waiting between attempts as its [`RetryConfig`] says.
@@ -223,32 +223,6 @@ impl fmt::Debug for Retry {
             .field("config", &*self.config.load())
             .finish()
     }
-}
-
-/// How one attempt ended, as a retry sees it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Attempted {
-    /// It succeeded: the call ends with it.
-    Succeeded,
-    /// It failed in a way the retry retries (an `Err` that `retry_on` accepts).
-    Failed,
-    /// It failed in a way the retry does not retry: the call ends with it.
-    NotRetried,
-    /// A guard inside the retry refused it; `timed_out` for a time limiter's
-    /// [`TimedOut`](crate::Rejected::TimedOut), which is a failure of the attempt.
-    Refused {
-        /// Whether it was a time limiter that cut the attempt off.
-        timed_out: bool,
-    },
-}
-
-/// What a call through a retry does after an attempt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Next {
-    /// End with this attempt's result.
-    Stop,
-    /// Wait this long, then make the next attempt.
-    RetryAfter(Duration),
 }
 
 /// The attempts of one call through a [`Retry`]: which one is running, and what to do after

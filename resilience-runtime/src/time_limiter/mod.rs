@@ -35,9 +35,8 @@ use arc_swap::ArcSwap;
 use crate::clock::{deadline_after, Clock, Reading};
 use crate::error::Rejected;
 use crate::name::Name;
-use crate::retry::Next;
 use crate::subscribers::{Subscribers, SubscriptionId};
-use crate::wrapper::{Ended, Wrap, WrapCall};
+use crate::wrapper::{Ended, Expired, Next, Wrap, WrapCall};
 
 /// A time limiter: cuts off an async call that takes longer than
 /// [`timeout_duration`](TimeLimiterConfig::timeout_duration) with [`Rejected::TimedOut`].
@@ -232,15 +231,6 @@ impl TimeLimiterMetrics {
 
 /// The timer of a call that waits: boxed, so that a call that never waits carries none.
 type Timer<'t> = Pin<Box<dyn Future<Output = ()> + Send + 't>>;
-
-/// What a call's timer says when it fires.
-pub(crate) enum Expired {
-    /// Cut the call off: drop it, and end it with this rejection.
-    CutOff(Rejected),
-    /// Let it go on (`cancel_running_future(false)`): it was counted as timed out, and its
-    /// completion is not counted again.
-    Overran,
-}
 
 // ----- the wrapper seam -----
 
