@@ -299,22 +299,20 @@ impl<F: Future> Future for FirstPoll<'_, '_, '_, F> {
     }
 }
 
-/// An attempt's call in its place, polled (on the call chain, if it holds gates) until it
-/// completes, under the deadline of the wrapper whose `call` it runs in: the first attempt
-/// after a first poll that was not ready, or an attempt through a lone wrapper. `Err` when the
-/// deadline cut it off (its future dropped). Written by hand, in the call's own future: the
+/// The first attempt's call in its place after a first poll that was not ready, polled (on
+/// the call chain, if it holds gates) until it completes, under the deadline of the innermost
+/// wrapper, begun as `call`. `Err` when the deadline cut it off (its future dropped). Written by hand, in the call's own future: the
 /// nested model would do the same in a level per segment, and a call that waits on its
 /// dependency is a common call, not one that may allocate.
-struct Bounded<'s, 'h, 'c, 'a, F: Future, C> {
+struct Bounded<'s, 'h, 'c, 'a, F: Future> {
     /// The call's permits, to put on the chain while it is polled; `None` for a plan without
     /// gates.
     held: Option<&'h Held<'a>>,
     slot: Pin<&'s mut Option<F>>,
-    /// The wrapper's call ([`WrapperCall`], or a kind's own call).
-    call: &'c mut C,
+    call: &'c mut WrapperCall<'a>,
 }
 
-impl<F: Future, C> Bounded<'_, '_, '_, '_, F, C> {
+impl<F: Future> Bounded<'_, '_, '_, '_, F> {
     /// Drops the call's future in its place, on the call chain.
     fn drop_call(&mut self) {
         let slot = &mut self.slot;
@@ -325,7 +323,7 @@ impl<F: Future, C> Bounded<'_, '_, '_, '_, F, C> {
     }
 }
 
-impl<'a, F: Future, C: WrapCall<'a>> Future for Bounded<'_, '_, '_, 'a, F, C> {
+impl<F: Future> Future for Bounded<'_, '_, '_, '_, F> {
     type Output = Result<F::Output, Rejected>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -347,7 +345,7 @@ impl<'a, F: Future, C: WrapCall<'a>> Future for Bounded<'_, '_, '_, 'a, F, C> {
     }
 }
 
-impl<F: Future, C> Drop for Bounded<'_, '_, '_, '_, F, C> {
+impl<F: Future> Drop for Bounded<'_, '_, '_, '_, F> {
     /// The whole call dropped while its call runs: the call's future goes first, on the chain
     /// (then the permits, with the call's [`Held`]).
     fn drop(&mut self) {
