@@ -99,6 +99,13 @@ async fn retry_alone(x: u32) -> Result<u32, CallError> {
     Ok(black_box(x) + 1)
 }
 
+/// [`retry_alone`], sync.
+#[retry(name = "best-of-five")]
+#[inline(never)]
+fn retry_alone_sync(x: u32) -> Result<u32, CallError> {
+    Ok(black_box(x) + 1)
+}
+
 /// A time limiter alone, the call ready at once.
 #[time_limiter(name = "best-of-five")]
 #[inline(never)]
@@ -413,6 +420,7 @@ fn five_aspects(rounds: usize) {
         "five_macro_pending",
         "five_plan_pending",
         "retry_alone_macro",
+        "retry_alone_sync",
         "time_limiter_alone_macro",
         "time_limiter_alone_pending",
     ];
@@ -421,6 +429,7 @@ fn five_aspects(rounds: usize) {
         "five_macro_pending" => drop(poll_to_end(guarded_five_pending(black_box(1)))),
         "five_plan_pending" => drop(poll_to_end(five.call_async(|| bare_pending(black_box(1))))),
         "retry_alone_macro" => drop(poll_now(retry_alone(black_box(1)))),
+        "retry_alone_sync" => drop(retry_alone_sync(black_box(1))),
         "time_limiter_alone_macro" => drop(poll_now(time_limiter_alone(black_box(1)))),
         "time_limiter_alone_pending" => drop(poll_to_end(time_limiter_alone_pending(black_box(1)))),
     );
