@@ -2,15 +2,61 @@
 
 use std::fmt;
 
-/// Declares [`Aspect`] and its per-kind facts from one row per kind, so that a new kind is one
-/// row: [`Aspect::ALL`] lists every variant by construction, in declaration order, and the
-/// indexes into per-kind arrays are the variants' own discriminants.
+/// The table of aspect kinds: hands `$callback!` one row per kind, in default precedence
+/// order,
+///
+/// ```text
+/// $(#[doc])* Variant(instance type, config type, registry field): "snake", "words", precedence N;
+/// ```
+///
+/// Every per-kind list in the crate is written by a callback over this table, so a new kind
+/// is one row here, and the compiler then asks for what the kind must provide (its
+/// `Registered`, `Forward`, `Keep` and actuator impls) rather than a list forgetting it.
+macro_rules! aspect_table {
+    ($callback:ident) => {
+        $callback! {
+            /// Admission control by a bounded number of concurrent calls.
+            Bulkhead(crate::bulkhead::Bulkhead, crate::bulkhead::BulkheadConfig, bulkheads):
+                "bulkhead", "bulkhead", precedence 100;
+            /// Admission control by a bounded rate of calls.
+            RateLimiter(crate::rate_limiter::RateLimiter, crate::rate_limiter::RateLimiterConfig, rate_limiters):
+                "rate_limiter", "rate limiter", precedence 200;
+            /// Re-running a failed call.
+            Retry(crate::retry::Retry, crate::retry::RetryConfig, retries):
+                "retry", "retry", precedence 300;
+            /// Short-circuiting calls to a failing dependency.
+            CircuitBreaker(crate::circuit_breaker::CircuitBreaker, crate::circuit_breaker::CircuitBreakerConfig, circuit_breakers):
+                "circuit_breaker", "circuit breaker", precedence 400;
+            /// Bounding the duration of an async call.
+            TimeLimiter(crate::time_limiter::TimeLimiter, crate::time_limiter::TimeLimiterConfig, time_limiters):
+                "time_limiter", "time limiter", precedence 500;
+        }
+    };
+}
+pub(crate) use aspect_table;
+
+/// Declares [`Aspect`] and its per-kind facts from [`aspect_table!`]: [`Aspect::ALL`] lists
+/// every variant by construction, in the table's order, and the indexes into per-kind arrays
+/// are the variants' own discriminants.
 macro_rules! aspects {
-    ($(#[$enum_doc:meta])* enum Aspect; $(
+    ($(
         $(#[$doc:meta])*
-        $variant:ident: $snake:literal, $words:literal, precedence $precedence:literal;
+        $variant:ident($instance:path, $config:path, $field:ident):
+            $snake:literal, $words:literal, precedence $precedence:literal;
     )*) => {
-        $(#[$enum_doc])*
+        /// A kind of guard that can wrap a call.
+        ///
+        /// The registry's precedence table orders the aspects of a guarded call: a lower
+        /// number runs first (outermost). The defaults put admission control outside
+        /// everything else:
+        ///
+        /// | aspect | default precedence |
+        /// |---|---|
+        $(#[doc = concat!("| [`", stringify!($variant), "`](Aspect::", stringify!($variant), ") | ", stringify!($precedence), " |")])*
+        ///
+        /// The bulkhead, the rate limiter and the circuit breaker are gates: they admit a call
+        /// or refuse it. Retry and the time limiter are wrappers: they wrap the aspects after
+        /// them and the call (re-running it, bounding its duration).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         #[non_exhaustive]
         pub enum Aspect {
@@ -48,36 +94,7 @@ macro_rules! aspects {
     };
 }
 
-aspects! {
-    /// A kind of guard that can wrap a call.
-    ///
-    /// The registry's precedence table orders the aspects of a guarded call: a lower number runs
-    /// first (outermost). The defaults put admission control outside everything else:
-    ///
-    /// | aspect | default precedence |
-    /// |---|---|
-    /// | [`Bulkhead`](Aspect::Bulkhead) | 100 |
-    /// | [`RateLimiter`](Aspect::RateLimiter) | 200 |
-    /// | [`Retry`](Aspect::Retry) | 300 |
-    /// | [`CircuitBreaker`](Aspect::CircuitBreaker) | 400 |
-    /// | [`TimeLimiter`](Aspect::TimeLimiter) | 500 |
-    ///
-    /// The bulkhead, the rate limiter and the circuit breaker are gates: they admit a call or
-    /// refuse it. Retry and the time limiter are wrappers: they wrap the aspects after them and
-    /// the call (re-running it, bounding its duration).
-    enum Aspect;
-
-    /// Admission control by a bounded number of concurrent calls.
-    Bulkhead: "bulkhead", "bulkhead", precedence 100;
-    /// Admission control by a bounded rate of calls.
-    RateLimiter: "rate_limiter", "rate limiter", precedence 200;
-    /// Re-running a failed call.
-    Retry: "retry", "retry", precedence 300;
-    /// Short-circuiting calls to a failing dependency.
-    CircuitBreaker: "circuit_breaker", "circuit breaker", precedence 400;
-    /// Bounding the duration of an async call.
-    TimeLimiter: "time_limiter", "time limiter", precedence 500;
-}
+aspect_table!(aspects);
 
 // `ALL` is in declaration order, which the docs call the default precedence order.
 const _: () = {

@@ -6,23 +6,21 @@ use std::sync::{Arc, PoisonError};
 
 use super::kind::{Config, Instance, Kind};
 use super::{Registered, Registry, State, Tap};
-use crate::aspect::Aspect;
-use crate::bulkhead::{Bulkhead, BulkheadConfig};
-use crate::circuit_breaker::{CircuitBreaker, CircuitBreakerConfig};
+use crate::aspect::{aspect_table, Aspect};
+#[cfg(doc)]
+use crate::{Bulkhead, CircuitBreaker, RateLimiter, Retry, TimeLimiter};
 use crate::clock::Clock;
 use crate::error::ConfigError;
 use crate::name::Name;
-use crate::rate_limiter::{RateLimiter, RateLimiterConfig};
-use crate::retry::{Retry, RetryConfig};
-use crate::time_limiter::{TimeLimiter, TimeLimiterConfig};
 
-/// A kind of guard instance a [`Registry`] holds: [`Bulkhead`], [`RateLimiter`], [`Retry`],
-/// [`CircuitBreaker`], [`TimeLimiter`]. The type parameter of the registry's generic methods
-/// ([`instance`](Registry::instance), [`configure`](Registry::configure),
-/// [`configure_default`](Registry::configure_default), [`config`](Registry::config),
-/// [`instances`](Registry::instances)), with its configuration type as `G::Config`:
-/// [`BulkheadConfig`], [`RateLimiterConfig`], [`RetryConfig`], [`CircuitBreakerConfig`],
-/// [`TimeLimiterConfig`]. Sealed: the kinds are the crate's.
+/// A kind of guard instance a [`Registry`] holds: [`Bulkhead`](crate::Bulkhead),
+/// [`RateLimiter`](crate::RateLimiter), [`Retry`](crate::Retry),
+/// [`CircuitBreaker`](crate::CircuitBreaker), [`TimeLimiter`](crate::TimeLimiter). The type
+/// parameter of the registry's generic methods ([`instance`](Registry::instance),
+/// [`configure`](Registry::configure), [`configure_default`](Registry::configure_default),
+/// [`config`](Registry::config), [`instances`](Registry::instances)), with its configuration
+/// type as `G::Config` ([`BulkheadConfig`](crate::BulkheadConfig) for a bulkhead, and so on).
+/// Sealed: the kinds are the crate's.
 pub trait GuardInstance: sealed::Sealed {}
 
 /// What the generic methods do for one kind, out of users' reach (the sealed trait pattern).
@@ -111,16 +109,15 @@ impl Registry {
             return;
         }
         let tap = make();
-        fn each<I: Registered>(state: &State, tap: &Tap) {
-            for instance in I::table(state).all() {
-                instance.tap(tap);
+        struct TapAll<'s>(&'s State, &'s Tap);
+        impl EachKind for TapAll<'_> {
+            fn kind<I: Registered>(&mut self) {
+                for instance in I::table(self.0).all() {
+                    instance.tap(self.1);
+                }
             }
         }
-        each::<Bulkhead>(&state, &tap);
-        each::<RateLimiter>(&state, &tap);
-        each::<Retry>(&state, &tap);
-        each::<CircuitBreaker>(&state, &tap);
-        each::<TimeLimiter>(&state, &tap);
+        Kinds::each(&mut TapAll(&state, &tap));
         taps.push(tap);
     }
 
@@ -203,84 +200,116 @@ impl Registry {
     }
 }
 
+/// The kinds of [`aspect_table!`], each made a registry kind: its table in [`Kinds`], its
+/// [`Registered`], [`GuardInstance`] and configuration impls, and the walk over every kind.
 macro_rules! registered {
-    ($instance:ident, $config:ident, $table:ident, $aspect:ident) => {
-        impl Config for $config {
-            fn base(&self) -> Option<&str> {
-                $config::base(self)
-            }
-            fn inherit(&self, base: &Self) -> Result<Self, ConfigError> {
-                $config::inherit(self, base)
-            }
+    ($(
+        $(#[$doc:meta])*
+        $variant:ident($instance:path, $config:path, $field:ident):
+            $snake:literal, $words:literal, precedence $precedence:literal;
+    )*) => {
+        /// Every kind's instances and configurations: one table per kind.
+        pub(super) struct Kinds {
+            $($field: Kind<$config, $instance>,)*
         }
 
-        impl Instance for $instance {
-            type Config = $config;
-            fn config(&self) -> $config {
-                $instance::config(self)
-            }
-            fn reconfigure(&self, config: $config) {
-                $instance::reconfigure(self, config);
-            }
-        }
-
-        impl sealed::Sealed for $instance {
-            type Config = $config;
-            fn instance_in(registry: &Registry, name: &str) -> Arc<Self> {
-                registry.instance_of(name)
-            }
-            fn configure_in(
-                registry: &Registry,
-                name: Name,
-                config: $config,
-            ) -> Result<(), ConfigError> {
-                registry.configure_of::<Self>(name, config)
-            }
-            fn configure_default_in(
-                registry: &Registry,
-                config: $config,
-            ) -> Result<(), ConfigError> {
-                registry.configure_default_of::<Self>(config)
-            }
-            fn config_in(registry: &Registry, name: &str) -> $config {
-                registry.effective_of::<Self>(name)
-            }
-            fn instances_in(registry: &Registry) -> Vec<Arc<Self>> {
-                registry.instances_of()
-            }
-        }
-
-        impl GuardInstance for $instance {}
-
-        impl Registered for $instance {
-            const ASPECT: Aspect = Aspect::$aspect;
-            fn table(state: &State) -> &Kind<$config, $instance> {
-                &state.$table
-            }
-            fn table_mut(state: &mut State) -> &mut Kind<$config, $instance> {
-                &mut state.$table
-            }
-            fn make(name: Name, config: $config, clock: &Clock) -> Self {
-                $instance::with_clock(name, config, clock.clone())
-            }
-            fn tap(&self, tap: &Tap) {
-                match tap {
-                    #[cfg(feature = "tracing")]
-                    Tap::Tracing => crate::trace::Forward::forward_events(self),
-                    Tap::Recent(log) => crate::recent::Keep::keep_events_in(self, log),
+        impl Kinds {
+            /// Every kind with its default configuration and no instance.
+            pub(super) fn new() -> Self {
+                Kinds {
+                    $($field: Kind::new(<$config>::default()),)*
                 }
             }
+
+            /// Whether the instance `name` of `aspect` has a configuration of its own.
+            pub(super) fn is_configured(&self, aspect: Aspect, name: &str) -> bool {
+                match aspect {
+                    $(Aspect::$variant => self.$field.is_configured(name),)*
+                }
+            }
+
+            /// Calls `each.kind::<I>()` for every kind, in the table's order.
+            pub(super) fn each(each: &mut impl EachKind) {
+                $(each.kind::<$instance>();)*
+            }
         }
+
+        $(
+            impl Config for $config {
+                fn base(&self) -> Option<&str> {
+                    <$config>::base(self)
+                }
+                fn inherit(&self, base: &Self) -> Result<Self, ConfigError> {
+                    <$config>::inherit(self, base)
+                }
+            }
+
+            impl Instance for $instance {
+                type Config = $config;
+                fn config(&self) -> $config {
+                    <$instance>::config(self)
+                }
+                fn reconfigure(&self, config: $config) {
+                    <$instance>::reconfigure(self, config);
+                }
+            }
+
+            impl sealed::Sealed for $instance {
+                type Config = $config;
+                fn instance_in(registry: &Registry, name: &str) -> Arc<Self> {
+                    registry.instance_of(name)
+                }
+                fn configure_in(
+                    registry: &Registry,
+                    name: Name,
+                    config: $config,
+                ) -> Result<(), ConfigError> {
+                    registry.configure_of::<Self>(name, config)
+                }
+                fn configure_default_in(
+                    registry: &Registry,
+                    config: $config,
+                ) -> Result<(), ConfigError> {
+                    registry.configure_default_of::<Self>(config)
+                }
+                fn config_in(registry: &Registry, name: &str) -> $config {
+                    registry.effective_of::<Self>(name)
+                }
+                fn instances_in(registry: &Registry) -> Vec<Arc<Self>> {
+                    registry.instances_of()
+                }
+            }
+
+            impl GuardInstance for $instance {}
+
+            impl Registered for $instance {
+                const ASPECT: Aspect = Aspect::$variant;
+                const FIELD: &'static str = stringify!($field);
+                fn table(state: &State) -> &Kind<$config, $instance> {
+                    &state.kinds.$field
+                }
+                fn table_mut(state: &mut State) -> &mut Kind<$config, $instance> {
+                    &mut state.kinds.$field
+                }
+                fn make(name: Name, config: $config, clock: &Clock) -> Self {
+                    <$instance>::with_clock(name, config, clock.clone())
+                }
+                fn tap(&self, tap: &Tap) {
+                    match tap {
+                        #[cfg(feature = "tracing")]
+                        Tap::Tracing => crate::trace::Forward::forward_events(self),
+                        Tap::Recent(log) => crate::recent::Keep::keep_events_in(self, log),
+                    }
+                }
+            }
+        )*
     };
 }
 
-registered!(Bulkhead, BulkheadConfig, bulkheads, Bulkhead);
-registered!(RateLimiter, RateLimiterConfig, rate_limiters, RateLimiter);
-registered!(Retry, RetryConfig, retries, Retry);
-registered!(
-    CircuitBreaker,
-    CircuitBreakerConfig,
-    circuit_breakers,
-    CircuitBreaker
-);
-registered!(TimeLimiter, TimeLimiterConfig, time_limiters, TimeLimiter);
+aspect_table!(registered);
+
+/// What is done for every kind ([`Kinds::each`]): a method generic over the kind, which a
+/// closure cannot be.
+pub(super) trait EachKind {
+    fn kind<I: Registered>(&mut self);
+}

@@ -22,18 +22,14 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGua
 use once_cell::sync::Lazy;
 
 use crate::aspect::Aspect;
-use crate::bulkhead::{Bulkhead, BulkheadConfig};
-use crate::circuit_breaker::{CircuitBreaker, CircuitBreakerConfig};
 use crate::clock::Clock;
 use crate::error::ConfigError;
 use crate::name::Name;
 use crate::plan::{Guard, GuardListError, Plan, ReentrancyPolicy, Step, Wrapper};
-use crate::rate_limiter::{RateLimiter, RateLimiterConfig};
 use crate::recent::{EventLog, RecentEvent};
-use crate::retry::{Retry, RetryConfig};
-use crate::time_limiter::{TimeLimiter, TimeLimiterConfig};
 
 pub use generic::GuardInstance;
+use generic::{EachKind, Kinds};
 use kind::{Instance, Kind, Pending};
 use precedence::Precedence;
 pub(crate) use scope::with_scoped;
@@ -56,7 +52,7 @@ fn next_generation() -> u64 {
 ///
 /// - **Configurations.** A default configuration per aspect kind and named configurations.
 ///   A named configuration takes every field it does not set from its
-///   [`base`](BulkheadConfig::base) configuration if it names one, else from the default
+///   [`base`](crate::BulkheadConfig::base) configuration if it names one, else from the default
 ///   configuration of its kind (Resilience4j's `baseConfig` and `default`).
 /// - **Instances.** [`bulkhead`](Registry::bulkhead), [`rate_limiter`](Registry::rate_limiter),
 ///   [`retry`](Registry::retry), [`circuit_breaker`](Registry::circuit_breaker) and
@@ -119,11 +115,7 @@ enum Tap {
 }
 
 struct State {
-    bulkheads: Kind<BulkheadConfig, Bulkhead>,
-    rate_limiters: Kind<RateLimiterConfig, RateLimiter>,
-    retries: Kind<RetryConfig, Retry>,
-    time_limiters: Kind<TimeLimiterConfig, TimeLimiter>,
-    circuit_breakers: Kind<CircuitBreakerConfig, CircuitBreaker>,
+    kinds: Kinds,
     precedence: Precedence,
     reentrancy: ReentrancyPolicy,
     /// Whether resolving a name without a configuration of its own is an error
@@ -143,14 +135,7 @@ struct State {
 impl State {
     /// Whether the instance of `guard` has a configuration of its own.
     fn configures(&self, guard: &Guard<'_>) -> bool {
-        let name = guard.name();
-        match guard.aspect() {
-            Aspect::Bulkhead => self.bulkheads.is_configured(name),
-            Aspect::RateLimiter => self.rate_limiters.is_configured(name),
-            Aspect::Retry => self.retries.is_configured(name),
-            Aspect::CircuitBreaker => self.circuit_breakers.is_configured(name),
-            Aspect::TimeLimiter => self.time_limiters.is_configured(name),
-        }
+        self.kinds.is_configured(guard.aspect(), guard.name())
     }
 }
 
@@ -159,6 +144,8 @@ impl State {
 /// one line over the generic ones.
 trait Registered: Instance + Sized {
     const ASPECT: Aspect;
+    /// The kind's field in [`Kinds`] (`"bulkheads"`).
+    const FIELD: &'static str;
     fn table(state: &State) -> &Kind<Self::Config, Self>;
     fn table_mut(state: &mut State) -> &mut Kind<Self::Config, Self>;
     fn make(name: Name, config: Self::Config, clock: &Clock) -> Self;
@@ -180,11 +167,7 @@ impl Registry {
             clock: clock.into(),
             generation: AtomicU64::new(next_generation()),
             state: RwLock::new(State {
-                bulkheads: Kind::new(BulkheadConfig::default()),
-                rate_limiters: Kind::new(RateLimiterConfig::default()),
-                retries: Kind::new(RetryConfig::default()),
-                time_limiters: Kind::new(TimeLimiterConfig::default()),
-                circuit_breakers: Kind::new(CircuitBreakerConfig::default()),
+                kinds: Kinds::new(),
                 precedence: Precedence::new(),
                 reentrancy: ReentrancyPolicy::default(),
                 require_configured: false,
@@ -376,32 +359,30 @@ impl Registry {
 
     /// The names configured explicitly, per aspect kind.
     pub(crate) fn configured_names(&self) -> Vec<(Aspect, String)> {
-        fn of<I: Registered>(state: &State) -> impl Iterator<Item = (Aspect, String)> + '_ {
-            I::table(state)
-                .configured()
-                .map(|n| (I::ASPECT, n.to_string()))
+        struct Configured<'s>(&'s State, Vec<(Aspect, String)>);
+        impl EachKind for Configured<'_> {
+            fn kind<I: Registered>(&mut self) {
+                let names = I::table(self.0).configured();
+                self.1.extend(names.map(|n| (I::ASPECT, n.to_string())));
+            }
         }
-        let state = self.read();
-        of::<Bulkhead>(&state)
-            .chain(of::<RateLimiter>(&state))
-            .chain(of::<Retry>(&state))
-            .chain(of::<CircuitBreaker>(&state))
-            .chain(of::<TimeLimiter>(&state))
-            .collect()
+        let mut configured = Configured(&self.read(), Vec::new());
+        Kinds::each(&mut configured);
+        configured.1
     }
 
     /// The names other configurations use as their base.
     pub(crate) fn base_names(&self) -> BTreeSet<(Aspect, String)> {
-        fn of<I: Registered>(state: &State) -> impl Iterator<Item = (Aspect, String)> + '_ {
-            I::table(state).bases().map(|b| (I::ASPECT, b.to_owned()))
+        struct Bases<'s>(&'s State, BTreeSet<(Aspect, String)>);
+        impl EachKind for Bases<'_> {
+            fn kind<I: Registered>(&mut self) {
+                let bases = I::table(self.0).bases();
+                self.1.extend(bases.map(|b| (I::ASPECT, b.to_owned())));
+            }
         }
-        let state = self.read();
-        of::<Bulkhead>(&state)
-            .chain(of::<RateLimiter>(&state))
-            .chain(of::<Retry>(&state))
-            .chain(of::<CircuitBreaker>(&state))
-            .chain(of::<TimeLimiter>(&state))
-            .collect()
+        let mut bases = Bases(&self.read(), BTreeSet::new());
+        Kinds::each(&mut bases);
+        bases.1
     }
 
     // ----- events -----
@@ -570,18 +551,21 @@ impl Default for Registry {
 impl fmt::Debug for Registry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = self.read();
-        f.debug_struct("Registry")
+        let mut debug = f.debug_struct("Registry");
+        debug
             .field("generation", &self.generation())
             .field("clock", &self.clock)
             .field("precedence", &self.precedence())
             .field("reentrancy", &state.reentrancy)
-            .field("require_configured", &state.require_configured)
-            .field("bulkheads", &state.bulkheads.len())
-            .field("rate_limiters", &state.rate_limiters.len())
-            .field("retries", &state.retries.len())
-            .field("time_limiters", &state.time_limiters.len())
-            .field("circuit_breakers", &state.circuit_breakers.len())
-            .finish()
+            .field("require_configured", &state.require_configured);
+        struct Counts<'s, 'f, 'a, 'b>(&'s State, &'f mut fmt::DebugStruct<'a, 'b>);
+        impl EachKind for Counts<'_, '_, '_, '_> {
+            fn kind<I: Registered>(&mut self) {
+                self.1.field(I::FIELD, &I::table(self.0).len());
+            }
+        }
+        Kinds::each(&mut Counts(&state, &mut debug));
+        debug.finish()
     }
 }
 

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use super::*;
-use crate::circuit_breaker::SlidingWindow;
+use crate::bulkhead::BulkheadConfig;
+use crate::circuit_breaker::{CircuitBreakerConfig, SlidingWindow};
 
 fn bulkhead_of(calls: u32) -> BulkheadConfig {
     BulkheadConfig::builder()
