@@ -10,12 +10,13 @@ use ::axum::routing::get;
 use ::axum::Router;
 use serde_json::{json, Map, Value};
 
+use crate::aspect::aspect_table;
 use crate::bulkhead::Bulkhead;
 use crate::call_site::CallSite;
 use crate::circuit_breaker::{CircuitBreaker, SlidingWindow};
 use crate::rate_limiter::RateLimiter;
 use crate::recent::RecentEvent;
-use crate::registry::Registry;
+use crate::registry::{GuardInstance, Registry};
 use crate::retry::Retry;
 use crate::time_limiter::TimeLimiter;
 
@@ -48,30 +49,10 @@ pub const ACTUATOR_EVENTS: usize = 256;
 /// ```
 pub fn actuator(registry: &'static Registry) -> Router {
     registry.keep_recent_events(ACTUATOR_EVENTS);
-    Router::new()
+    kind_routes(Router::new(), registry)
         .route(
             "/",
             get(move || async move { answer(everything(registry)) }),
-        )
-        .route(
-            "/circuitbreakers",
-            get(move || async move { answer(json!({ "instances": breakers(registry) })) }),
-        )
-        .route(
-            "/bulkheads",
-            get(move || async move { answer(json!({ "instances": bulkheads(registry) })) }),
-        )
-        .route(
-            "/ratelimiters",
-            get(move || async move { answer(json!({ "instances": rate_limiters(registry) })) }),
-        )
-        .route(
-            "/retries",
-            get(move || async move { answer(json!({ "instances": retries(registry) })) }),
-        )
-        .route(
-            "/timelimiters",
-            get(move || async move { answer(json!({ "instances": time_limiters(registry) })) }),
         )
         .route(
             "/callsites",
@@ -94,11 +75,7 @@ pub fn report(registry: &Registry) -> Value {
 }
 
 fn everything(registry: &Registry) -> Value {
-    let mut instances = bulkheads(registry);
-    instances.extend(rate_limiters(registry));
-    instances.extend(retries(registry));
-    instances.extend(breakers(registry));
-    instances.extend(time_limiters(registry));
+    let instances = every_instance(registry);
     let precedence: Vec<&str> = registry.precedence().iter().map(|a| a.as_str()).collect();
     json!({
         "instances": instances,
@@ -153,12 +130,70 @@ pub(crate) fn duration(d: Duration) -> String {
     format!("{nanos}ns")
 }
 
-fn instance(kind: &str, name: &str, state: &str, metrics: Value, config: Value) -> Value {
-    json!({ "kind": kind, "name": name, "state": state, "metrics": metrics, "config": config })
+/// What the actuator shows of one kind of instance: each kind answers at its route
+/// (Resilience4j's), and in `/` with the others, in the aspect table's order.
+trait Report: GuardInstance + Send + Sync + 'static {
+    const ROUTE: &'static str;
+    fn report(&self) -> Value;
 }
 
-fn bulkheads(registry: &Registry) -> Vec<Value> {
-    registry.bulkheads().iter().map(|b| bulkhead(b)).collect()
+macro_rules! reported {
+    ($($instance:ty, $route:literal, $report:ident;)*) => {
+        $(impl Report for $instance {
+            const ROUTE: &'static str = $route;
+            fn report(&self) -> Value {
+                $report(self)
+            }
+        })*
+    };
+}
+
+reported! {
+    Bulkhead, "/bulkheads", bulkhead;
+    RateLimiter, "/ratelimiters", rate_limiter;
+    Retry, "/retries", retry;
+    CircuitBreaker, "/circuitbreakers", breaker;
+    TimeLimiter, "/timelimiters", time_limiter;
+}
+
+/// Every instance of kind `G`, sorted by name.
+fn reports<G: Report>(registry: &Registry) -> Vec<Value> {
+    registry
+        .instances::<G>()
+        .iter()
+        .map(|i| i.report())
+        .collect()
+}
+
+/// Walks [`aspect_table!`]: the route of every kind, and every instance of every kind.
+macro_rules! every_kind {
+    ($(
+        $(#[$doc:meta])*
+        $variant:ident($instance:path, $config:path, $field:ident):
+            $snake:literal, $words:literal, precedence $precedence:literal;
+    )*) => {
+        fn kind_routes(router: Router, registry: &'static Registry) -> Router {
+            router
+                $(.route(
+                    <$instance as Report>::ROUTE,
+                    get(move || async move {
+                        answer(json!({ "instances": reports::<$instance>(registry) }))
+                    }),
+                ))*
+        }
+
+        fn every_instance(registry: &Registry) -> Vec<Value> {
+            let mut instances = Vec::new();
+            $(instances.extend(reports::<$instance>(registry));)*
+            instances
+        }
+    };
+}
+
+aspect_table!(every_kind);
+
+fn instance(kind: &str, name: &str, state: &str, metrics: Value, config: Value) -> Value {
+    json!({ "kind": kind, "name": name, "state": state, "metrics": metrics, "config": config })
 }
 
 fn bulkhead(bulkhead: &Bulkhead) -> Value {
@@ -188,14 +223,6 @@ fn bulkhead(bulkhead: &Bulkhead) -> Value {
     )
 }
 
-fn rate_limiters(registry: &Registry) -> Vec<Value> {
-    registry
-        .rate_limiters()
-        .iter()
-        .map(|l| rate_limiter(l))
-        .collect()
-}
-
 fn rate_limiter(limiter: &RateLimiter) -> Value {
     let m = limiter.metrics();
     let c = limiter.config();
@@ -220,10 +247,6 @@ fn rate_limiter(limiter: &RateLimiter) -> Value {
             "timeout_duration": duration(c.timeout_duration()),
         }),
     )
-}
-
-fn retries(registry: &Registry) -> Vec<Value> {
-    registry.retries().iter().map(|r| retry(r)).collect()
 }
 
 fn retry(retry: &Retry) -> Value {
@@ -263,14 +286,6 @@ fn retry(retry: &Retry) -> Value {
         }),
         Value::Object(config),
     )
-}
-
-fn breakers(registry: &Registry) -> Vec<Value> {
-    registry
-        .circuit_breakers()
-        .iter()
-        .map(|b| breaker(b))
-        .collect()
 }
 
 fn breaker(breaker: &CircuitBreaker) -> Value {
@@ -356,14 +371,6 @@ fn breaker(breaker: &CircuitBreaker) -> Value {
         .remaining_open_time()
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)));
     value
-}
-
-fn time_limiters(registry: &Registry) -> Vec<Value> {
-    registry
-        .time_limiters()
-        .iter()
-        .map(|l| time_limiter(l))
-        .collect()
 }
 
 fn time_limiter(limiter: &TimeLimiter) -> Value {

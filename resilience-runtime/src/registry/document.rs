@@ -6,12 +6,15 @@ use std::path::Path;
 
 use super::kind::Prepared;
 use super::{Registered, Registry, State};
-use crate::aspect::Aspect;
+use crate::aspect::{aspect_table, Aspect};
 use crate::bulkhead::Bulkhead;
 use crate::circuit_breaker::CircuitBreaker;
-use crate::document::raw::Settings;
+use crate::document::raw::{
+    BulkheadSettings, CircuitBreakerSettings, PrecedenceSettings, RateLimiterSettings,
+    RetrySettings, Settings, TimeLimiterSettings,
+};
 use crate::document::{
-    Change, ChangeKind, Changes, ConfigDocument, DocumentError, Section, Setting,
+    Change, ChangeKind, Changes, ConfigDocument, DocumentError, DocumentSettings, Section, Setting,
 };
 use crate::error::ConfigError;
 use crate::name::Name;
@@ -45,35 +48,13 @@ impl Registry {
     pub fn apply_document(&self, document: &ConfigDocument) -> Result<Changes, DocumentError> {
         let settings = &document.settings;
         self.change_with(|state, clock| {
-            let bulkheads = prepare::<Bulkhead, _>(state, settings.bulkhead.as_ref())?;
-            let rate_limiters = prepare::<RateLimiter, _>(state, settings.rate_limiter.as_ref())?;
-            let retries = prepare::<Retry, _>(state, settings.retry.as_ref())?;
-            let breakers = prepare::<CircuitBreaker, _>(state, settings.circuit_breaker.as_ref())?;
-            let time_limiters = prepare::<TimeLimiter, _>(state, settings.time_limiter.as_ref())?;
+            let kinds = PreparedKinds::prepare(state, settings)?;
             let (precedence, precedence_set) = prepare_precedence(state, settings)?;
 
             // Everything is resolved: from here on nothing fails.
             let mut changes = Vec::new();
             let mut pending = Pending::new();
-            commit::<Bulkhead>(self, state, clock, bulkheads, &mut changes, &mut pending);
-            commit::<RateLimiter>(
-                self,
-                state,
-                clock,
-                rate_limiters,
-                &mut changes,
-                &mut pending,
-            );
-            commit::<Retry>(self, state, clock, retries, &mut changes, &mut pending);
-            commit::<CircuitBreaker>(self, state, clock, breakers, &mut changes, &mut pending);
-            commit::<TimeLimiter>(
-                self,
-                state,
-                clock,
-                time_limiters,
-                &mut changes,
-                &mut pending,
-            );
+            kinds.commit(self, state, clock, &mut changes, &mut pending);
             for aspect in Aspect::ALL {
                 if precedence.of(aspect) != state.precedence.of(aspect) {
                     changes.push(Change {
@@ -172,15 +153,88 @@ fn table_path(aspect: Aspect, section: &str, name: &str, key: Option<&str>) -> V
     path
 }
 
+/// Where a kind is in a document: its section, and its number in `[precedence]`. One impl
+/// per kind of [`aspect_table!`], which the walk over the kinds asks for.
+trait Documented: Registered {
+    type Settings: Settings<Config = Self::Config>;
+    fn section(settings: &DocumentSettings) -> Option<&Section<Self::Settings>>;
+    fn precedence(precedence: &PrecedenceSettings) -> Option<i32>;
+}
+
+macro_rules! documented {
+    ($($instance:ty, $settings:ty, $key:ident;)*) => {
+        $(impl Documented for $instance {
+            type Settings = $settings;
+            fn section(settings: &DocumentSettings) -> Option<&Section<$settings>> {
+                settings.$key.as_ref()
+            }
+            fn precedence(precedence: &PrecedenceSettings) -> Option<i32> {
+                precedence.$key
+            }
+        })*
+    };
+}
+
+documented! {
+    Bulkhead, BulkheadSettings, bulkhead;
+    RateLimiter, RateLimiterSettings, rate_limiter;
+    Retry, RetrySettings, retry;
+    CircuitBreaker, CircuitBreakerSettings, circuit_breaker;
+    TimeLimiter, TimeLimiterSettings, time_limiter;
+}
+
+/// Walks [`aspect_table!`]: every kind's section resolved, then installed; and the
+/// precedence the document gives each kind.
+macro_rules! prepared_kinds {
+    ($(
+        $(#[$doc:meta])*
+        $variant:ident($instance:path, $config:path, $field:ident):
+            $snake:literal, $words:literal, precedence $precedence:literal;
+    )*) => {
+        /// Every kind's section, resolved and checked.
+        struct PreparedKinds {
+            $($field: Prepared<$config>,)*
+        }
+
+        impl PreparedKinds {
+            /// Resolves every kind's section, in the table's order, changing nothing.
+            fn prepare(state: &State, settings: &DocumentSettings) -> Result<Self, DocumentError> {
+                Ok(PreparedKinds {
+                    $($field: prepare::<$instance>(state, <$instance as Documented>::section(settings))?,)*
+                })
+            }
+
+            /// Installs every kind's section.
+            fn commit(
+                self,
+                registry: &Registry,
+                state: &mut State,
+                clock: &crate::clock::Clock,
+                changes: &mut Vec<Change>,
+                pending: &mut Pending,
+            ) {
+                $(commit::<$instance>(registry, state, clock, self.$field, changes, pending);)*
+            }
+
+            /// The number `[precedence]` gives each kind, if it gives one.
+            fn precedence(precedence: &PrecedenceSettings) -> [(Aspect, Option<i32>); Aspect::ALL.len()] {
+                [$((Aspect::$variant, <$instance as Documented>::precedence(precedence)),)*]
+            }
+        }
+    };
+}
+
+aspect_table!(prepared_kinds);
+
 /// Resolves one kind's section, changing nothing.
-fn prepare<I: Registered, S: Settings<Config = I::Config>>(
+fn prepare<I: Documented>(
     state: &State,
-    section: Option<&Section<S>>,
+    section: Option<&Section<I::Settings>>,
 ) -> Result<Prepared<I::Config>, DocumentError> {
     let aspect = I::ASPECT;
     let empty = Section::default();
     let section = section.unwrap_or(&empty);
-    let build = |where_: &str, name: &str, settings: &S| {
+    let build = |where_: &str, name: &str, settings: &I::Settings| {
         settings.build().map_err(|e| {
             let key = settings.blame(e.field());
             DocumentError::config(table_path(aspect, where_, name, key), e)
@@ -272,13 +326,7 @@ fn prepare_precedence(
     }
     let mut set = Vec::new();
     if let Some(p) = &settings.precedence {
-        for (aspect, value) in [
-            (Aspect::Bulkhead, p.bulkhead),
-            (Aspect::RateLimiter, p.rate_limiter),
-            (Aspect::Retry, p.retry),
-            (Aspect::CircuitBreaker, p.circuit_breaker),
-            (Aspect::TimeLimiter, p.time_limiter),
-        ] {
+        for (aspect, value) in PreparedKinds::precedence(p) {
             if let Some(value) = value {
                 table = table.with(aspect, value);
                 set.push(aspect);

@@ -7,11 +7,11 @@ use std::sync::{Arc, PoisonError};
 use super::kind::{Config, Instance, Kind};
 use super::{Registered, Registry, State, Tap};
 use crate::aspect::{aspect_table, Aspect};
-#[cfg(doc)]
-use crate::{Bulkhead, CircuitBreaker, RateLimiter, Retry, TimeLimiter};
 use crate::clock::Clock;
 use crate::error::ConfigError;
 use crate::name::Name;
+#[cfg(doc)]
+use crate::{Bulkhead, CircuitBreaker, RateLimiter, Retry, TimeLimiter};
 
 /// A kind of guard instance a [`Registry`] holds: [`Bulkhead`](crate::Bulkhead),
 /// [`RateLimiter`](crate::RateLimiter), [`Retry`](crate::Retry),
