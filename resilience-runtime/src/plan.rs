@@ -190,10 +190,7 @@ pub(crate) use match_wrapper;
 
 impl Wrapper {
     fn id(&self) -> u64 {
-        match self {
-            Wrapper::Retry(r) => r.id(),
-            Wrapper::TimeLimiter(t) => t.id(),
-        }
+        match_wrapper!(self, w => w.id())
     }
 
     fn aspect(&self) -> Aspect {
@@ -204,10 +201,7 @@ impl Wrapper {
     }
 
     fn name(&self) -> &Name {
-        match self {
-            Wrapper::Retry(r) => r.name(),
-            Wrapper::TimeLimiter(t) => t.name(),
-        }
+        match_wrapper!(self, w => w.name())
     }
 }
 
