@@ -12,8 +12,11 @@
 //! `cargo test --workspace`.
 
 mod args;
+mod errors;
 mod expand;
+mod model;
 mod stack;
+mod valid;
 
 use proc_macro::TokenStream;
 

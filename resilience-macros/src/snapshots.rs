@@ -540,3 +540,50 @@ fn error_impl_block_aspect_repeated_on_a_method() -> syn::Result<()> {
     assert_error_then_item(&file);
     Ok(())
 }
+
+/// Every mistake of a function is reported in one compile, each at its own token: here four,
+/// where a first-error-only check needed four rounds of fix and rebuild.
+#[test]
+fn errors_of_one_function_are_reported_together() -> syn::Result<()> {
+    let output = expand::attribute(
+        Kind::TimeLimiter,
+        quote!(name = "quotes"),
+        quote! {
+            #[track_caller]
+            pub const fn quote(symbol: Symbol) -> Price {
+                table::lookup(symbol)
+            }
+        },
+    );
+    let file = syn::parse2::<syn::File>(output)?;
+    let messages: Vec<String> = file
+        .items
+        .iter()
+        .filter_map(|item| match item {
+            Item::Macro(m)
+                if m.mac.path.is_ident("compile_error")
+                    || m.mac
+                        .path
+                        .segments
+                        .last()
+                        .is_some_and(|s| s.ident == "compile_error") =>
+            {
+                Some(m.mac.tokens.to_string())
+            }
+            _ => None,
+        })
+        .collect();
+    for expected in [
+        "cannot keep `#[track_caller]`",
+        "cannot guard a `const fn`",
+        "bounds an `async fn`",
+        "needs `quote` to return `Result<_, E>`",
+    ] {
+        assert!(
+            messages.iter().any(|m| m.contains(expected)),
+            "no error saying {expected:?} among {messages:#?}"
+        );
+    }
+    assert_eq!(messages.len(), 4, "{messages:#?}");
+    Ok(())
+}

@@ -1,5 +1,5 @@
-//! Collects the aspect attributes stacked on one item, strips them, and rejects what cannot
-//! stand together: the same aspect twice, a second `fallback` or `crate`.
+//! Collects the aspect attributes stacked on one item and strips them; what the stack holds
+//! once `valid.rs` has put it together.
 
 use proc_macro2::Span;
 use syn::spanned::Spanned;
@@ -105,97 +105,4 @@ fn attr_span(attr: &Attribute) -> Span {
         .segments
         .last()
         .map_or_else(|| attr.span(), |s| s.ident.span())
-}
-
-/// Puts the parsed aspects of one function together. `inherited` are those of the impl block
-/// around it, which apply to it too.
-pub(crate) fn build(inherited: &[AspectArgs], own: Vec<AspectArgs>) -> syn::Result<Stack> {
-    let mut errors: Option<syn::Error> = None;
-    let mut push = |e: syn::Error| match &mut errors {
-        Some(all) => all.combine(e),
-        None => errors = Some(e),
-    };
-
-    let mut aspects: Vec<AspectArgs> = inherited.to_vec();
-    for aspect in own {
-        if inherited.iter().any(|i| i.kind == aspect.kind) {
-            push(syn::Error::new(
-                aspect.span,
-                format!(
-                    "`#[{0}]` is already applied to every method of this impl block; remove \
-                     this `#[{0}]`, or the one on the impl block",
-                    aspect.kind.attr_name()
-                ),
-            ));
-        } else if aspects.iter().any(|a| a.kind == aspect.kind) {
-            push(syn::Error::new(
-                aspect.span,
-                format!(
-                    "`#[{0}]` is applied twice to this function; a call takes each aspect once, \
-                     so remove one `#[{0}]`",
-                    aspect.kind.attr_name()
-                ),
-            ));
-        } else {
-            aspects.push(aspect);
-        }
-    }
-
-    let mut fallback: Option<(PathArg, Kind)> = None;
-    let mut krate: Option<PathArg> = None;
-    let mut registry: Option<PathArg> = None;
-    let mut fallback_on_error = false;
-    for aspect in &aspects {
-        if let Some(key) = &aspect.fallback_on_error {
-            if aspect.fallback.is_none() {
-                push(syn::Error::new(
-                    key.span(),
-                    "`fallback_on_error` needs a `fallback` on the same attribute, as in \
-                     `fallback = on_error, fallback_on_error = true`",
-                ));
-            }
-            fallback_on_error = true;
-        }
-        if let Some(f) = &aspect.fallback {
-            match &fallback {
-                Some((_, first)) => push(syn::Error::new(
-                    f.key.span(),
-                    format!(
-                        "`fallback` is already given on `#[{}]`; give it once per function",
-                        first.attr_name()
-                    ),
-                )),
-                None => fallback = Some((f.clone(), aspect.kind)),
-            }
-        }
-        if let Some(r) = &aspect.registry {
-            match &registry {
-                Some(_) => push(syn::Error::new(
-                    r.key.span(),
-                    "`registry` is already given on another attribute of this function; a call \
-                     site has one registry, so give it once",
-                )),
-                None => registry = Some(r.clone()),
-            }
-        }
-        if let Some(k) = &aspect.krate {
-            match &krate {
-                Some(_) => push(syn::Error::new(
-                    k.key.span(),
-                    "`crate` is already given on another attribute of this function; give it once",
-                )),
-                None => krate = Some(k.clone()),
-            }
-        }
-    }
-    if let Some(e) = errors {
-        return Err(e);
-    }
-    Ok(Stack {
-        aspects,
-        fallback: fallback.map(|(f, _)| f),
-        fallback_on_error,
-        registry: registry.map(|r| r.path),
-        krate: krate.map_or_else(|| syn::parse_quote!(::resilience_runtime), |k| k.path),
-    })
 }

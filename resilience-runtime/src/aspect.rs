@@ -9,6 +9,9 @@ use std::fmt;
 /// $(#[doc])* Variant(instance type, config type, registry field): "snake", "words", precedence N;
 /// ```
 ///
+/// The types are named as they are, for the callback's module to have in scope (this file
+/// depends on no aspect's module).
+///
 /// Every per-kind list in the crate is written by a callback over this table, so a new kind
 /// is one row here, and the compiler then asks for what the kind must provide (its
 /// `Registered`, `Forward`, `Keep` and actuator impls) rather than a list forgetting it.
@@ -16,19 +19,19 @@ macro_rules! aspect_table {
     ($callback:ident) => {
         $callback! {
             /// Admission control by a bounded number of concurrent calls.
-            Bulkhead(crate::bulkhead::Bulkhead, crate::bulkhead::BulkheadConfig, bulkheads):
+            Bulkhead(Bulkhead, BulkheadConfig, bulkheads):
                 "bulkhead", "bulkhead", precedence 100;
             /// Admission control by a bounded rate of calls.
-            RateLimiter(crate::rate_limiter::RateLimiter, crate::rate_limiter::RateLimiterConfig, rate_limiters):
+            RateLimiter(RateLimiter, RateLimiterConfig, rate_limiters):
                 "rate_limiter", "rate limiter", precedence 200;
             /// Re-running a failed call.
-            Retry(crate::retry::Retry, crate::retry::RetryConfig, retries):
+            Retry(Retry, RetryConfig, retries):
                 "retry", "retry", precedence 300;
             /// Short-circuiting calls to a failing dependency.
-            CircuitBreaker(crate::circuit_breaker::CircuitBreaker, crate::circuit_breaker::CircuitBreakerConfig, circuit_breakers):
+            CircuitBreaker(CircuitBreaker, CircuitBreakerConfig, circuit_breakers):
                 "circuit_breaker", "circuit breaker", precedence 400;
             /// Bounding the duration of an async call.
-            TimeLimiter(crate::time_limiter::TimeLimiter, crate::time_limiter::TimeLimiterConfig, time_limiters):
+            TimeLimiter(TimeLimiter, TimeLimiterConfig, time_limiters):
                 "time_limiter", "time limiter", precedence 500;
         }
     };
@@ -41,7 +44,7 @@ pub(crate) use aspect_table;
 macro_rules! aspects {
     ($(
         $(#[$doc:meta])*
-        $variant:ident($instance:path, $config:path, $field:ident):
+        $variant:ident($instance:ident, $config:ident, $field:ident):
             $snake:literal, $words:literal, precedence $precedence:literal;
     )*) => {
         /// A kind of guard that can wrap a call.

@@ -4,9 +4,9 @@
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
-use syn::{FnArg, Ident, Pat, Signature, Type};
+use syn::{FnArg, Ident, Type};
 
-use crate::stack::Stack;
+use crate::model::{argument, Guarded};
 
 use super::names::Names;
 use super::types::{borrows, mentions_impl_trait, respan, result_error_type};
@@ -25,15 +25,10 @@ pub(super) struct Ending {
 /// value (the fallback receives the same arguments, then the rejection). With
 /// `fallback_on_error`, the fallback receives the function's error `E` instead, for a
 /// rejection (converted with `From<Rejected>`) and for an `Err` alike.
-pub(super) fn ending(
-    stack: &Stack,
-    sig: &Signature,
-    output: &Type,
-    returns_result: bool,
-    is_async: bool,
-    moves_arguments: bool,
-    names: &Names,
-) -> syn::Result<Ending> {
+pub(super) fn ending(guarded: &Guarded<'_>, is_async: bool, names: &Names) -> Ending {
+    let Guarded {
+        stack, sig, output, ..
+    } = guarded;
     let krate = &stack.krate;
     let Names {
         rejected,
@@ -50,26 +45,19 @@ pub(super) fn ending(
         }
     };
     let Some(fallback) = &stack.fallback else {
-        return Ok(Ending {
+        return Ending {
             prelude: TokenStream::new(),
             on_rejected: into_error(),
             finish: quote!(#value),
-        });
+        };
     };
     let on_error = stack.fallback_on_error;
-    if on_error && !returns_result {
-        return Err(syn::Error::new(
-            fallback.key.span(),
-            "`fallback_on_error` needs the function to return `Result<_, E>`: the fallback \
-             receives its `E`",
-        ));
-    }
 
     // The arguments the fallback receives: as they are on a rejection (the call never took
     // them); cloned before the call when the fallback also handles errors, or when the call
     // takes them before a guard can still refuse it (a time limiter's body future owns its
     // arguments, and the time-out comes after).
-    let clone_arguments = on_error || moves_arguments;
+    let clone_arguments = guarded.clones_fallback_arguments();
     let mut args: Vec<TokenStream> = Vec::new();
     let mut prelude = TokenStream::new();
     let mut has_receiver = false;
@@ -79,35 +67,10 @@ pub(super) fn ending(
             FnArg::Receiver(receiver) => &receiver.ty,
             FnArg::Typed(typed) => &typed.ty,
         });
-        let (name, by_reference) = match input {
-            FnArg::Receiver(receiver) => {
-                has_receiver = true;
-                if clone_arguments && receiver.mutability.is_some() && receiver.reference.is_some()
-                {
-                    let message = if on_error {
-                        "`fallback_on_error` cannot hand `&mut self` to the fallback after the \
-                         call used it; take `&self`, or drop `fallback_on_error`"
-                    } else {
-                        "a fallback cannot receive `&mut self` after a time limiter cut off the \
-                         call that borrowed it; take `&self`, or handle `Rejected` in the caller"
-                    };
-                    return Err(syn::Error::new_spanned(receiver, message));
-                }
-                (quote!(self), receiver.reference.is_some())
-            }
-            FnArg::Typed(typed) => match &*typed.pat {
-                Pat::Ident(ident) if ident.subpat.is_none() && ident.by_ref.is_none() => {
-                    let name = &ident.ident;
-                    (quote!(#name), false)
-                }
-                other => {
-                    return Err(syn::Error::new_spanned(
-                        other,
-                        "a fallback receives the same arguments as the function, so each \
-                         needs a name: write `name: Type` and destructure it in the body",
-                    ))
-                }
-            },
+        has_receiver |= matches!(input, FnArg::Receiver(_));
+        // Every argument has a name and no `&mut self` is cloned: `valid.rs` saw to it.
+        let Some((name, by_reference)) = argument(input) else {
+            continue;
         };
         if clone_arguments && !by_reference {
             let copy = Ident::new(&format!("__fallback_arg{index}"), Span::mixed_site());
@@ -177,15 +140,15 @@ pub(super) fn ending(
         }}
     };
     if !on_error {
-        return Ok(Ending {
+        return Ending {
             prelude,
             on_rejected: call(rejected),
             finish: quote!(#value),
-        });
+        };
     }
     let error = &names.error;
     let handle = call(error);
-    Ok(Ending {
+    Ending {
         prelude,
         on_rejected: into_error(),
         finish: quote! {
@@ -194,5 +157,5 @@ pub(super) fn ending(
                 ::core::result::Result::Err(#error) => #handle,
             }
         },
-    })
+    }
 }

@@ -3,136 +3,30 @@
 
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned, ToTokens};
-use syn::{AttrStyle, Attribute, Block, ExprAsync, ReturnType, Signature, Type, Visibility};
+use syn::{AttrStyle, Attribute, ExprAsync, Signature};
 
+use crate::model::{Guarded, Shape};
 use crate::stack::Stack;
 
 use super::fallback::{ending, Ending};
 use super::names::Names;
-use super::types::{async_trait_body, async_trait_body_mut, future_output, is_result, return_hint};
+use super::types::{async_trait_body_mut, return_hint};
 use super::wrapped::{wrapped_body, Body, Parts};
-use crate::args::Kind;
 
-/// Whether a method's call produces a `Result` (directly, from an `async fn`, or from the
-/// future `#[async_trait]` leaves).
-pub(super) fn returns_result(sig: &Signature, block: &Block) -> bool {
-    let declared: Type = match &sig.output {
-        ReturnType::Default => return false,
-        ReturnType::Type(_, ty) => (**ty).clone(),
-    };
-    if sig.asyncness.is_none() && async_trait_body(block).is_some() {
-        if let Some(output) = future_output(&declared) {
-            return is_result(&output);
-        }
-    }
-    is_result(&declared)
-}
-
-/// How the guarded body of a function runs.
-pub(super) enum Shape {
-    /// A plain function: guarded by a closure, waiting by blocking.
-    Sync,
-    /// An `async fn`: guarded by an async block, waiting asynchronously.
-    Async,
-    /// A function whose body ends in `Box::pin(async move { .. })`, as `#[async_trait]` leaves
-    /// it: the inner future is guarded, not the construction of the box.
-    AsyncTrait,
-}
-
-/// Generates the guarded function. `defaultness` is `default` for specializing impls.
-pub(super) fn guard_fn(
-    stack: &Stack,
-    attrs: &[Attribute],
-    vis: &Visibility,
-    defaultness: TokenStream,
-    sig: &Signature,
-    block: &Block,
-    imports: &TokenStream,
-) -> syn::Result<TokenStream> {
-    let attr = stack.aspects[0].kind.attr_name();
-    if let Some(track_caller) = attrs.iter().find(|a| a.path().is_ident("track_caller")) {
-        return Err(syn::Error::new_spanned(
-            track_caller,
-            format!(
-                "`#[{attr}]` cannot keep `#[track_caller]`: the body runs inside the guard, so \
-                 the caller's location would be lost; remove one of them"
-            ),
-        ));
-    }
-    if let Some(constness) = &sig.constness {
-        return Err(syn::Error::new_spanned(
-            constness,
-            format!(
-                "`#[{attr}]` cannot guard a `const fn`: a guard acts when the function runs; \
-                 remove `const`"
-            ),
-        ));
-    }
-    if let Some(variadic) = &sig.variadic {
-        return Err(syn::Error::new_spanned(
-            variadic,
-            format!("`#[{attr}]` cannot guard a variadic function"),
-        ));
-    }
-
-    let declared: Type = match &sig.output {
-        ReturnType::Default => syn::parse_quote!(()),
-        ReturnType::Type(_, ty) => (**ty).clone(),
-    };
-    let (shape, output) = if sig.asyncness.is_some() {
-        (Shape::Async, declared.clone())
-    } else if let Some(output) = future_output(&declared) {
-        if async_trait_body(block).is_none() {
-            return Err(syn::Error::new_spanned(
-                &declared,
-                format!(
-                    "`#[{attr}]` on a function that returns a future would guard only the \
-                     creation of the future, not the call; write it as an `async fn`"
-                ),
-            ));
-        }
-        (Shape::AsyncTrait, output)
-    } else {
-        (Shape::Sync, declared.clone())
-    };
-
-    if matches!(shape, Shape::Sync) && stack.of(Kind::TimeLimiter).is_some() {
-        return Err(syn::Error::new_spanned(
-            sig.fn_token,
-            "`#[time_limiter]` bounds an `async fn`: a thread cannot be cancelled, so a sync \
-             call would run to its end whatever the timeout; make the function `async`, or \
-             bound it with a bulkhead's `max_wait_duration` and a timeout inside the body",
-        ));
-    }
-
-    let returns_result = is_result(&output);
-    if !returns_result && stack.fallback.is_none() {
-        let message = format!(
-            "`#[{attr}]` needs `{}` to return `Result<_, E>` with `E: From<Rejected>`, so a \
-             rejection can reach the caller; change the return type (an alias is recognised \
-             when it is named `Result`, as `io::Result<T>`), or name a fallback: \
-             `#[{attr}(name = \"..\", fallback = on_rejected)]`",
-            sig.ident
-        );
-        return Err(match &sig.output {
-            ReturnType::Default => syn::Error::new_spanned(&sig.ident, message),
-            ReturnType::Type(_, ty) => syn::Error::new_spanned(ty, message),
-        });
-    }
-    if stack.fallback.is_some() && matches!(shape, Shape::AsyncTrait) {
-        return Err(syn::Error::new(
-            stack
-                .fallback
-                .as_ref()
-                .map_or(sig.ident.span(), |f| f.key.span()),
-            format!(
-                "a `fallback` on a method already rewritten by `#[async_trait]` cannot receive \
-                 its arguments; put `#[{attr}]` above `#[async_trait]` on the impl block, or \
-                 handle `Rejected` in the caller"
-            ),
-        ));
-    }
-
+/// Generates the guarded function.
+pub(super) fn guard_fn(guarded: &Guarded<'_>, imports: &TokenStream) -> syn::Result<TokenStream> {
+    let Guarded {
+        stack,
+        attrs,
+        vis,
+        defaultness,
+        sig,
+        block,
+        shape,
+        output,
+        returns_result,
+    } = guarded;
+    let (stack, output, returns_result) = (*stack, output.clone(), *returns_result);
     let names = Names::new();
     let register = register(stack, sig);
     let classify = classify(stack, returns_result, &names);
@@ -141,15 +35,7 @@ pub(super) fn guard_fn(
         prelude,
         on_rejected,
         finish,
-    } = ending(
-        stack,
-        sig,
-        &output,
-        returns_result,
-        is_async,
-        moves_arguments(stack),
-        &names,
-    )?;
+    } = ending(guarded, is_async, &names);
     let krate = &stack.krate;
     let private = quote!(#krate::__private);
     let site_plan = stack.site_plan();
@@ -260,7 +146,7 @@ pub(super) fn guard_fn(
             }
         }
         Shape::AsyncTrait => {
-            let mut rewritten = block.clone();
+            let mut rewritten = (*block).clone();
             let Some(inner) = async_trait_body_mut(&mut rewritten) else {
                 return Err(syn::Error::new_spanned(
                     block,
@@ -290,13 +176,6 @@ pub(super) fn guard_fn(
             #body
         }
     })
-}
-
-/// Whether the body takes the function's arguments before a guard can still refuse the call:
-/// a time limiter without a retry runs a future made once, which owns them (with a retry,
-/// each attempt clones them and the function keeps the originals).
-fn moves_arguments(stack: &Stack) -> bool {
-    stack.has_wrapper() && stack.of(Kind::Retry).is_none()
 }
 
 /// The function's call site: a `static`, registered with `inventory` for

@@ -2,13 +2,14 @@
 //! `#[async_trait]` leaves behind. Nothing outside this module calls `quote!`.
 //!
 //! This file takes the item apart (a fn, an impl block, or something that cannot be guarded)
-//! and reports what is wrong with it; [`guard`] writes the guarded body and the call site,
-//! [`fallback`] what a refused call returns, and [`types`] reads the user's types and shapes.
+//! and has `valid.rs` check it into its model (`model.rs`); [`guard`] writes
+//! the guarded body and the call site, [`fallback`] what a refused call returns, and [`types`]
+//! reads the user's types and shapes.
 
 mod fallback;
 mod guard;
 mod names;
-mod types;
+pub(crate) mod types;
 mod wrapped;
 
 use proc_macro2::{Span, TokenStream};
@@ -16,8 +17,10 @@ use quote::{quote, ToTokens};
 use syn::{Block, ImplItem, Item, ItemFn, ItemImpl, TraitItemFn};
 
 use crate::args::{AspectArgs, Kind};
-use crate::stack;
-use guard::{guard_fn, returns_result};
+use crate::errors::Errors;
+use crate::model::returns_result;
+use crate::{stack, valid};
+use guard::guard_fn;
 /// Entry point of both attributes: `kind` is the attribute invoked, `args` its arguments.
 pub(crate) fn attribute(kind: Kind, args: TokenStream, item: TokenStream) -> TokenStream {
     let first = AspectArgs::parse(kind, Span::call_site(), args);
@@ -89,20 +92,9 @@ fn with_item(error: syn::Error, item: TokenStream) -> TokenStream {
     tokens
 }
 
-/// Combines the errors of several parsed attributes, keeping the successes.
-fn split(results: Vec<syn::Result<AspectArgs>>) -> (Vec<AspectArgs>, Option<syn::Error>) {
-    let mut ok = Vec::new();
-    let mut errors: Option<syn::Error> = None;
-    for result in results {
-        match result {
-            Ok(args) => ok.push(args),
-            Err(e) => match &mut errors {
-                Some(all) => all.combine(e),
-                None => errors = Some(e),
-            },
-        }
-    }
-    (ok, errors)
+/// The successes of several parsed attributes, their errors kept in `errors`.
+fn split(results: Vec<syn::Result<AspectArgs>>, errors: &mut Errors) -> Vec<AspectArgs> {
+    results.into_iter().filter_map(|r| errors.keep(r)).collect()
 }
 
 /// `use` declarations of the stacked attributes' imports (`use resilience_runtime::bulkhead`),
@@ -132,21 +124,22 @@ fn expand_item_fn(first: syn::Result<AspectArgs>, mut function: ItemFn) -> Token
     let imports = keep_imports_used(&stack::imports(&function.attrs));
     let mut parsed = vec![first];
     parsed.extend(stack::strip(&mut function.attrs));
-    let (aspects, errors) = split(parsed);
-    let guarded = match errors {
-        Some(e) => Err(e),
-        None => stack::build(&[], aspects).and_then(|stack| {
-            guard_fn(
+    let mut errors = Errors::default();
+    let aspects = split(parsed, &mut errors);
+    let guarded = errors
+        .finish(aspects)
+        .and_then(|aspects| valid::stack(&[], aspects))
+        .and_then(|stack| {
+            let guarded = valid::function(
                 &stack,
                 &function.attrs,
                 &function.vis,
                 TokenStream::new(),
                 &function.sig,
                 &function.block,
-                &imports,
-            )
-        }),
-    };
+            )?;
+            guard_fn(&guarded, &imports)
+        });
     guarded.unwrap_or_else(|e| {
         prepend(&mut function.block, imports);
         with_item(e, function.into_token_stream())
@@ -157,27 +150,12 @@ fn expand_impl(first: syn::Result<AspectArgs>, mut block: ItemImpl) -> TokenStre
     let impl_imports = keep_imports_used(&stack::imports(&block.attrs));
     let mut parsed = vec![first];
     parsed.extend(stack::strip(&mut block.attrs));
-    let (impl_aspects, mut errors) = split(parsed);
-    let push = |errors: &mut Option<syn::Error>, e: syn::Error| match errors {
-        Some(all) => all.combine(e),
-        None => *errors = Some(e),
-    };
-    match stack::build(&[], impl_aspects.clone()) {
-        Ok(stack) => {
-            if let Some(fallback) = &stack.fallback {
-                push(
-                    &mut errors,
-                    syn::Error::new(
-                        fallback.key.span(),
-                        "`fallback` cannot be given on an impl block: each method has its own \
-                         signature; give the fallback on a method's own attribute",
-                    ),
-                );
-            }
-        }
-        Err(e) => push(&mut errors, e),
+    let mut errors = Errors::default();
+    let impl_aspects = split(parsed, &mut errors);
+    if let Some(stack) = errors.keep(valid::stack(&[], impl_aspects.clone())) {
+        valid::impl_block(&stack, &mut errors);
     }
-    if let Some(e) = errors {
+    if let Some(e) = errors.into_error() {
         for item in &mut block.items {
             if let ImplItem::Fn(method) = item {
                 let imports = keep_imports_used(&stack::imports(&method.attrs));
@@ -190,7 +168,7 @@ fn expand_impl(first: syn::Result<AspectArgs>, mut block: ItemImpl) -> TokenStre
         return tokens;
     }
 
-    let mut method_errors: Option<syn::Error> = None;
+    let mut method_errors = Errors::default();
     let items = std::mem::take(&mut block.items);
     for item in items {
         let ImplItem::Fn(mut method) = item else {
@@ -198,38 +176,39 @@ fn expand_impl(first: syn::Result<AspectArgs>, mut block: ItemImpl) -> TokenStre
             continue;
         };
         let imports = keep_imports_used(&stack::imports(&method.attrs));
-        let (own, errors) = split(stack::strip(&mut method.attrs));
+        let mut errors = Errors::default();
+        let own = split(stack::strip(&mut method.attrs), &mut errors);
         // An impl block's aspects guard the methods that can carry a rejection, those that
         // return a `Result`; constructors and plain getters are left as they are. A method's
         // own attribute still applies (and still requires a `Result` or a fallback).
-        if own.is_empty() && errors.is_none() && !returns_result(&method.sig, &method.block) {
+        if own.is_empty() && errors.is_empty() && !returns_result(&method.sig, &method.block) {
             block.items.push(ImplItem::Fn(method));
             continue;
         }
-        let guarded = match errors {
-            Some(e) => Err(e),
-            None => stack::build(&impl_aspects, own).and_then(|stack| {
-                guard_fn(
+        let guarded = errors
+            .finish(own)
+            .and_then(|own| valid::stack(&impl_aspects, own))
+            .and_then(|stack| {
+                let guarded = valid::function(
                     &stack,
                     &method.attrs,
                     &method.vis,
                     method.defaultness.into_token_stream(),
                     &method.sig,
                     &method.block,
-                    &imports,
-                )
-            }),
-        };
+                )?;
+                guard_fn(&guarded, &imports)
+            });
         match guarded {
             Ok(tokens) => block.items.push(ImplItem::Verbatim(tokens)),
             Err(e) => {
-                push(&mut method_errors, e);
+                method_errors.push(e);
                 prepend(&mut method.block, imports);
                 block.items.push(ImplItem::Fn(method));
             }
         }
     }
-    let mut tokens = match method_errors {
+    let mut tokens = match method_errors.into_error() {
         Some(e) => with_item(e, block.into_token_stream()),
         None => block.into_token_stream(),
     };

@@ -89,7 +89,7 @@ pub(super) fn respan(tokens: TokenStream, span: Span) -> TokenStream {
 
 /// Whether `ty` is a `Result` (matched by the last path segment, so `io::Result<T>` and
 /// `anyhow::Result<T>` count).
-pub(super) fn is_result(ty: &Type) -> bool {
+pub(crate) fn is_result(ty: &Type) -> bool {
     match ty {
         Type::Path(p) => {
             p.qself.is_none() && p.path.segments.last().is_some_and(|s| s.ident == "Result")
@@ -102,7 +102,7 @@ pub(super) fn is_result(ty: &Type) -> bool {
 
 /// The `Output` of a future type: `impl Future<Output = T>` or
 /// `Pin<Box<dyn Future<Output = T> + ..>>`; `()` when `Output` is not named.
-pub(super) fn future_output(ty: &Type) -> Option<Type> {
+pub(crate) fn future_output(ty: &Type) -> Option<Type> {
     let bounds = match ty {
         Type::ImplTrait(t) => &t.bounds,
         Type::TraitObject(t) => &t.bounds,
@@ -145,7 +145,7 @@ pub(super) fn future_output(ty: &Type) -> Option<Type> {
 }
 
 /// The `async move { .. }` of a body ending in `Box::pin(async move { .. })`.
-pub(super) fn async_trait_body(block: &Block) -> Option<&ExprAsync> {
+pub(crate) fn async_trait_body(block: &Block) -> Option<&ExprAsync> {
     let Some(Stmt::Expr(Expr::Call(call), None)) = block.stmts.last() else {
         return None;
     };

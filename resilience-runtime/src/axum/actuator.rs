@@ -169,7 +169,7 @@ fn reports<G: Report>(registry: &Registry) -> Vec<Value> {
 macro_rules! every_kind {
     ($(
         $(#[$doc:meta])*
-        $variant:ident($instance:path, $config:path, $field:ident):
+        $variant:ident($instance:ident, $config:ident, $field:ident):
             $snake:literal, $words:literal, precedence $precedence:literal;
     )*) => {
         fn kind_routes(router: Router, registry: &'static Registry) -> Router {

@@ -7,8 +7,8 @@ use std::path::Path;
 use super::kind::Prepared;
 use super::{Registered, Registry, State};
 use crate::aspect::{aspect_table, Aspect};
-use crate::bulkhead::Bulkhead;
-use crate::circuit_breaker::CircuitBreaker;
+use crate::bulkhead::{Bulkhead, BulkheadConfig};
+use crate::circuit_breaker::{CircuitBreaker, CircuitBreakerConfig};
 use crate::document::raw::{
     BulkheadSettings, CircuitBreakerSettings, PrecedenceSettings, RateLimiterSettings,
     RetrySettings, Settings, TimeLimiterSettings,
@@ -18,9 +18,9 @@ use crate::document::{
 };
 use crate::error::ConfigError;
 use crate::name::Name;
-use crate::rate_limiter::RateLimiter;
-use crate::retry::Retry;
-use crate::time_limiter::TimeLimiter;
+use crate::rate_limiter::{RateLimiter, RateLimiterConfig};
+use crate::retry::{Retry, RetryConfig};
+use crate::time_limiter::{TimeLimiter, TimeLimiterConfig};
 
 use super::kind::Pending;
 use super::precedence::Precedence;
@@ -188,7 +188,7 @@ documented! {
 macro_rules! prepared_kinds {
     ($(
         $(#[$doc:meta])*
-        $variant:ident($instance:path, $config:path, $field:ident):
+        $variant:ident($instance:ident, $config:ident, $field:ident):
             $snake:literal, $words:literal, precedence $precedence:literal;
     )*) => {
         /// Every kind's section, resolved and checked.

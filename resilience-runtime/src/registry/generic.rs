@@ -7,11 +7,14 @@ use std::sync::{Arc, PoisonError};
 use super::kind::{Config, Instance, Kind};
 use super::{Registered, Registry, State, Tap};
 use crate::aspect::{aspect_table, Aspect};
+use crate::bulkhead::{Bulkhead, BulkheadConfig};
+use crate::circuit_breaker::{CircuitBreaker, CircuitBreakerConfig};
 use crate::clock::Clock;
 use crate::error::ConfigError;
 use crate::name::Name;
-#[cfg(doc)]
-use crate::{Bulkhead, CircuitBreaker, RateLimiter, Retry, TimeLimiter};
+use crate::rate_limiter::{RateLimiter, RateLimiterConfig};
+use crate::retry::{Retry, RetryConfig};
+use crate::time_limiter::{TimeLimiter, TimeLimiterConfig};
 
 /// A kind of guard instance a [`Registry`] holds: [`Bulkhead`](crate::Bulkhead),
 /// [`RateLimiter`](crate::RateLimiter), [`Retry`](crate::Retry),
@@ -205,7 +208,7 @@ impl Registry {
 macro_rules! registered {
     ($(
         $(#[$doc:meta])*
-        $variant:ident($instance:path, $config:path, $field:ident):
+        $variant:ident($instance:ident, $config:ident, $field:ident):
             $snake:literal, $words:literal, precedence $precedence:literal;
     )*) => {
         /// Every kind's instances and configurations: one table per kind.
