@@ -2,8 +2,10 @@
 //! (`resilience_runtime::__reference`), on random plans, configurations and scripts.
 //!
 //! A case is a set of guards (any subset of the five aspects), a random precedence, small
-//! configurations near their limits, and a few calls in a row on one registry, each with a
-//! script: how long each attempt takes and how it ends (`Ok`, a failure, an ignored error, a
+//! configurations near their limits (the breaker's window by count or by time, the breaker
+//! forced open, disabled or only measuring), and a few calls in a row on one registry, each
+//! with a script: the instances reconfigured in place before the call or, async, while it
+//! runs; how long each attempt takes and how it ends (`Ok`, a failure, an ignored error, a
 //! panic), bulkhead permits held by someone else, time passing before the call, and for async
 //! calls a caller that gives up after some polls and calls that run side by side (their
 //! polls taking turns, as two tasks on one thread); an attempt may also call through the same
@@ -93,6 +95,9 @@ struct CallScript {
     dropped_after: Option<u32>,
     /// Async: the call runs side by side with the next one.
     with_next: bool,
+    /// The instances are reconfigured (the case's other configuration) before the call
+    /// starts, or, async, after this many of its polls: in place, while it runs.
+    reconfigure: Option<u32>,
     /// Attempt `n` follows `attempts[n]`, the last one every attempt after it.
     attempts: Vec<AttemptScript>,
 }
@@ -115,7 +120,20 @@ struct Case {
     timeout: u32,
     cancel: bool,
     policy: ReentrancyPolicy,
+    /// The breaker's window counts the last calls, or (`true`) those of the last second.
+    time_window: bool,
+    /// The breaker is put in this state before the first call.
+    breaker_state: BreakerState,
     calls: Vec<CallScript>,
+}
+
+/// A state a breaker is put in by hand.
+#[derive(Clone, Copy, Debug)]
+enum BreakerState {
+    AsConfigured,
+    ForcedOpen,
+    Disabled,
+    MetricsOnly,
 }
 
 fn ticks(n: u32) -> Duration {
@@ -144,11 +162,37 @@ impl Case {
         for (aspect, precedence) in &self.precedence {
             registry.set_precedence(*aspect, *precedence).unwrap();
         }
+        self.configure(&registry, false);
+        match self.breaker_state {
+            BreakerState::AsConfigured => {}
+            BreakerState::ForcedOpen => registry
+                .circuit_breaker(NAME)
+                .transition_to_forced_open_state(),
+            BreakerState::Disabled => registry
+                .circuit_breaker(NAME)
+                .transition_to_disabled_state(),
+            BreakerState::MetricsOnly => registry
+                .circuit_breaker(NAME)
+                .transition_to_metrics_only_state(),
+        }
+        let events = Events::default();
+        events.subscribe(&registry);
+        (registry, clock, events)
+    }
+
+    /// Configures every instance: the case's configuration, or (`other`) one that differs in
+    /// each instance's limit, for a reconfiguration while calls run.
+    fn configure(&self, registry: &Registry, other: bool) {
+        let shift = u32::from(other);
         registry
             .configure_bulkhead(
                 NAME,
                 BulkheadConfig::builder()
-                    .max_concurrent_calls(self.max_concurrent_calls)
+                    .max_concurrent_calls(match (other, self.max_concurrent_calls) {
+                        (false, calls) => calls,
+                        (true, 1) => 2,
+                        (true, calls) => calls - 1,
+                    })
                     .max_wait_duration(ticks(self.max_wait))
                     .build()
                     .unwrap(),
@@ -158,7 +202,7 @@ impl Case {
             .configure_rate_limiter(
                 NAME,
                 RateLimiterConfig::builder()
-                    .limit_for_period(self.limit_for_period)
+                    .limit_for_period(self.limit_for_period + shift)
                     .limit_refresh_period(ticks(10))
                     .timeout_duration(ticks(self.rate_timeout))
                     .build()
@@ -169,7 +213,7 @@ impl Case {
             .configure_retry(
                 NAME,
                 RetryConfig::builder()
-                    .max_attempts(self.max_attempts)
+                    .max_attempts(self.max_attempts + shift)
                     .wait_duration(ticks(self.retry_wait))
                     .retry_on_rejection(self.retry_on_rejection)
                     .build()
@@ -180,10 +224,14 @@ impl Case {
             .configure_circuit_breaker(
                 NAME,
                 CircuitBreakerConfig::builder()
-                    .failure_rate_threshold(50.0)
+                    .failure_rate_threshold(if other { 60.0 } else { 50.0 })
                     .slow_call_rate_threshold(50.0)
                     .slow_call_duration_threshold(ticks(self.slow_call_ticks))
-                    .sliding_window(SlidingWindow::CountBased(self.window))
+                    .sliding_window(if self.time_window {
+                        SlidingWindow::TimeBased(1)
+                    } else {
+                        SlidingWindow::CountBased(self.window)
+                    })
                     .minimum_number_of_calls(self.minimum_calls)
                     .wait_duration_in_open_state(ticks(5))
                     .permitted_calls_in_half_open_state(1)
@@ -196,15 +244,18 @@ impl Case {
             .configure_time_limiter(
                 NAME,
                 TimeLimiterConfig::builder()
-                    .timeout_duration(ticks(self.timeout))
+                    .timeout_duration(ticks(self.timeout + shift))
                     .cancel_running_future(self.cancel)
                     .build()
                     .unwrap(),
             )
             .unwrap();
-        let events = Events::default();
-        events.subscribe(&registry);
-        (registry, clock, events)
+    }
+
+    /// Reconfigures the instances in place: the other configuration from the one in force.
+    fn reconfigure(&self, registry: &Registry, other: &std::cell::Cell<bool>) {
+        other.set(!other.get());
+        self.configure(registry, other.get());
     }
 }
 
@@ -451,9 +502,13 @@ type SyncEntry<'e> = &'e dyn Fn(&Case, &Plan, &Body) -> Out;
 fn run_sync(case: &Case, entry: SyncEntry<'_>) -> Vec<Seen> {
     let (registry, clock, events) = case.registry();
     let plan = registry.plan(&case.guards()).unwrap();
+    let other = std::cell::Cell::new(false);
     let mut seen = Vec::new();
     for call in &case.calls {
         clock.advance(ticks(call.advance));
+        if call.reconfigure.is_some() {
+            case.reconfigure(&registry, &other);
+        }
         let log = Log::default();
         let body = Body {
             script: Rc::new(call.attempts.clone()),
@@ -495,6 +550,8 @@ fn run_async(case: &Case, entry: AsyncEntry<'_>) -> Vec<Seen> {
     let (registry, clock, events) = case.registry();
     let plan = registry.plan(&case.guards()).unwrap();
     let bulkhead = registry.bulkhead(NAME);
+    let other = std::cell::Cell::new(false);
+    let reconfigure = || case.reconfigure(&registry, &other);
     let mut seen = Vec::new();
     let mut calls = case.calls.as_slice();
     while !calls.is_empty() {
@@ -529,7 +586,7 @@ fn run_async(case: &Case, entry: AsyncEntry<'_>) -> Vec<Seen> {
             .iter()
             .map(|body| registry.scope_async(entry(case, &plan, body)))
             .collect();
-        let ended = drive(futures, &clock, group, &mut permits);
+        let ended = drive(futures, &clock, group, &mut permits, &reconfigure);
         drop(permits);
         let after = observe(&registry);
         let delivered = events.take();
@@ -553,6 +610,7 @@ fn drive<F: Future, P>(
     clock: &ManualClock,
     calls: &[CallScript],
     permits: &mut [Vec<P>],
+    reconfigure: &dyn Fn(),
 ) -> Vec<Ended<F::Output>> {
     let mut running: Vec<_> = futures.into_iter().map(|f| Some(Box::pin(f))).collect();
     let mut ended: Vec<_> = running.iter().map(|_| None).collect();
@@ -561,6 +619,9 @@ fn drive<F: Future, P>(
         for (i, call) in calls.iter().enumerate() {
             if round == call.freed_after {
                 permits[i].clear();
+            }
+            if call.reconfigure == Some(round) {
+                reconfigure();
             }
             let Some(future) = running[i].as_mut() else {
                 continue;
@@ -1008,15 +1069,24 @@ fn call_script(sync: bool) -> impl Strategy<Value = CallScript> {
         },
         prop::collection::vec(attempt_script(sync), 1..4),
         prop::bool::weighted(if sync { 0.0 } else { 0.3 }),
+        // Sync: before the call only (a sync call runs to its end before anyone else acts).
+        if sync {
+            prop_oneof![5 => Just(None), 1 => Just(Some(0u32))].boxed()
+        } else {
+            prop_oneof![5 => Just(None), 1 => (0..4u32).prop_map(Some)].boxed()
+        },
     )
         .prop_map(
-            |(advance, occupied, freed_after, dropped_after, attempts, with_next)| CallScript {
-                advance,
-                occupied,
-                freed_after,
-                dropped_after,
-                with_next,
-                attempts,
+            |(advance, occupied, freed_after, dropped_after, attempts, with_next, reconfigure)| {
+                CallScript {
+                    advance,
+                    occupied,
+                    freed_after,
+                    dropped_after,
+                    with_next,
+                    reconfigure,
+                    attempts,
+                }
             },
         )
 }
@@ -1060,6 +1130,15 @@ fn case(sync: bool) -> impl Strategy<Value = Case> {
             ],
         ),
         prop::collection::vec(call_script(sync), 1..5),
+        (
+            prop::bool::weighted(0.25),
+            prop_oneof![
+                8 => Just(BreakerState::AsConfigured),
+                1 => Just(BreakerState::ForcedOpen),
+                1 => Just(BreakerState::Disabled),
+                1 => Just(BreakerState::MetricsOnly),
+            ],
+        ),
     )
         .prop_map(
             move |(
@@ -1069,7 +1148,10 @@ fn case(sync: bool) -> impl Strategy<Value = Case> {
                 (window, minimum_calls, slow_call_ticks, record_rejections),
                 (timeout, cancel, policy),
                 calls,
+                (time_window, breaker_state),
             )| Case {
+                time_window,
+                breaker_state,
                 guards,
                 precedence: if default_precedence {
                     Vec::new()
@@ -1239,6 +1321,8 @@ fn found(guards: &[Aspect], precedence: &[(Aspect, i32)], calls: Vec<CallScript>
         timeout: 2,
         cancel: false,
         policy: ReentrancyPolicy::PassThrough,
+        time_window: false,
+        breaker_state: BreakerState::AsConfigured,
         calls,
     }
 }
@@ -1251,6 +1335,7 @@ fn call_ending(ends: &[Ends]) -> CallScript {
         freed_after: 0,
         dropped_after: None,
         with_next: false,
+        reconfigure: None,
         attempts: ends
             .iter()
             .map(|&ends| AttemptScript {
