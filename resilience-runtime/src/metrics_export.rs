@@ -5,8 +5,13 @@
 
 use metrics::Label;
 
-use crate::circuit_breaker::CircuitState;
-use crate::registry::Registry;
+use crate::aspect::aspect_table;
+use crate::bulkhead::Bulkhead;
+use crate::circuit_breaker::{CircuitBreaker, CircuitState};
+use crate::rate_limiter::RateLimiter;
+use crate::registry::{GuardInstance, Registry};
+use crate::retry::Retry;
+use crate::time_limiter::TimeLimiter;
 
 impl Registry {
     /// Writes the metrics of every guard of this registry to the installed `metrics`
@@ -51,149 +56,201 @@ impl Registry {
     /// clock reading and a histogram update.
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn record_metrics_with_prefix(&self, prefix: &str) {
-        let metric = |name: &str| format!("{prefix}_{name}");
-        let named = |name: &str| vec![Label::new("name", name.to_owned())];
-        let with = |name: &str, key: &'static str, value: &'static str| {
-            vec![Label::new("name", name.to_owned()), Label::new(key, value)]
-        };
-        let gauge = |name: &str, labels: Vec<Label>, value: f64| {
-            metrics::gauge!(metric(name), labels).set(value);
-        };
-        let counter = |name: &str, labels: Vec<Label>, value: u64| {
-            metrics::counter!(metric(name), labels).absolute(value);
-        };
+        export_all(self, &Out { prefix });
+    }
+}
 
-        for breaker in self.circuit_breakers() {
-            let name = breaker.name().as_str();
-            let state = breaker.state();
-            for each in STATES {
-                let on = if each == state { 1.0 } else { 0.0 };
-                gauge(
-                    "circuitbreaker_state",
-                    with(name, "state", each.as_str()),
-                    on,
-                );
-            }
-            let m = breaker.metrics();
-            for (kind, value) in [
-                ("successful", m.total_successful_calls()),
-                ("failed", m.total_failed_calls()),
-                ("ignored", m.total_ignored_calls()),
-                ("not_permitted", m.total_not_permitted_calls()),
-            ] {
-                counter("circuitbreaker_calls", with(name, "kind", kind), value);
-            }
-            gauge(
-                "circuitbreaker_failure_rate",
-                named(name),
-                f64::from(m.failure_rate()),
-            );
-            gauge(
-                "circuitbreaker_slow_call_rate",
-                named(name),
-                f64::from(m.slow_call_rate()),
-            );
-            for (kind, buffered, slow) in [
-                (
-                    "successful",
-                    m.number_of_successful_calls(),
-                    m.number_of_slow_successful_calls(),
-                ),
-                (
-                    "failed",
-                    m.number_of_failed_calls(),
-                    m.number_of_slow_failed_calls(),
-                ),
-            ] {
-                let labels = with(name, "kind", kind);
-                gauge(
-                    "circuitbreaker_buffered_calls",
-                    labels.clone(),
-                    f64::from(buffered),
-                );
-                gauge("circuitbreaker_slow_calls", labels, f64::from(slow));
-            }
+/// Where a scrape's metrics go: the installed recorder, under one prefix.
+struct Out<'p> {
+    prefix: &'p str,
+}
+
+impl Out<'_> {
+    fn gauge(&self, name: &str, labels: Vec<Label>, value: f64) {
+        metrics::gauge!(format!("{}_{name}", self.prefix), labels).set(value);
+    }
+
+    fn counter(&self, name: &str, labels: Vec<Label>, value: u64) {
+        metrics::counter!(format!("{}_{name}", self.prefix), labels).absolute(value);
+    }
+}
+
+/// The label of the instance `name`.
+fn named(name: &str) -> Vec<Label> {
+    vec![Label::new("name", name.to_owned())]
+}
+
+/// The label of the instance `name`, and `key = value`.
+fn with(name: &str, key: &'static str, value: &'static str) -> Vec<Label> {
+    vec![Label::new("name", name.to_owned()), Label::new(key, value)]
+}
+
+/// What one kind writes of each of its instances.
+trait Export: GuardInstance {
+    fn export(&self, out: &Out<'_>);
+}
+
+/// Walks [`aspect_table!`]: every instance of every kind.
+macro_rules! export_all {
+    ($(
+        $(#[$doc:meta])*
+        $variant:ident($instance:ident, $config:ident, $field:ident):
+            $snake:literal, $words:literal, precedence $precedence:literal;
+    )*) => {
+        fn export_all(registry: &Registry, out: &Out<'_>) {
+            $(for instance in registry.instances::<$instance>() {
+                instance.export(out);
+            })*
         }
+    };
+}
 
-        for bulkhead in self.bulkheads() {
-            let name = bulkhead.name().as_str();
-            let m = bulkhead.metrics();
-            gauge(
-                "bulkhead_available_concurrent_calls",
-                named(name),
-                f64::from(m.available_concurrent_calls()),
+aspect_table!(export_all);
+
+impl Export for CircuitBreaker {
+    fn export(&self, out: &Out<'_>) {
+        let breaker = self;
+        let name = breaker.name().as_str();
+        let state = breaker.state();
+        for each in STATES {
+            let on = if each == state { 1.0 } else { 0.0 };
+            out.gauge(
+                "circuitbreaker_state",
+                with(name, "state", each.as_str()),
+                on,
             );
-            gauge(
-                "bulkhead_max_allowed_concurrent_calls",
-                named(name),
-                f64::from(m.max_allowed_concurrent_calls()),
-            );
-            for (kind, value) in [
-                ("permitted", m.permitted_calls()),
-                ("rejected", m.rejected_calls()),
-                ("finished", m.finished_calls()),
-            ] {
-                counter("bulkhead_calls", with(name, "kind", kind), value);
-            }
         }
-
-        for limiter in self.rate_limiters() {
-            let name = limiter.name().as_str();
-            let m = limiter.metrics();
-            // Negative while callers wait on permissions of later cycles.
-            gauge(
-                "ratelimiter_available_permissions",
-                named(name),
-                m.available_permissions() as f64,
-            );
-            gauge(
-                "ratelimiter_waiting_threads",
-                named(name),
-                m.number_of_waiting_threads() as f64,
-            );
-            for (kind, value) in [
-                ("successful", m.permitted_calls()),
-                ("failed", m.rejected_calls()),
-            ] {
-                counter("ratelimiter_calls", with(name, "kind", kind), value);
-            }
+        let m = breaker.metrics();
+        for (kind, value) in [
+            ("successful", m.total_successful_calls()),
+            ("failed", m.total_failed_calls()),
+            ("ignored", m.total_ignored_calls()),
+            ("not_permitted", m.total_not_permitted_calls()),
+        ] {
+            out.counter("circuitbreaker_calls", with(name, "kind", kind), value);
         }
-
-        for retry in self.retries() {
-            let name = retry.name().as_str();
-            let m = retry.metrics();
-            for (kind, value) in [
-                (
-                    "successful_without_retry",
-                    m.number_of_successful_calls_without_retry_attempt(),
-                ),
-                (
-                    "successful_with_retry",
-                    m.number_of_successful_calls_with_retry_attempt(),
-                ),
-                (
-                    "failed_without_retry",
-                    m.number_of_failed_calls_without_retry_attempt(),
-                ),
-                (
-                    "failed_with_retry",
-                    m.number_of_failed_calls_with_retry_attempt(),
-                ),
-            ] {
-                counter("retry_calls", with(name, "kind", kind), value);
-            }
+        out.gauge(
+            "circuitbreaker_failure_rate",
+            named(name),
+            f64::from(m.failure_rate()),
+        );
+        out.gauge(
+            "circuitbreaker_slow_call_rate",
+            named(name),
+            f64::from(m.slow_call_rate()),
+        );
+        for (kind, buffered, slow) in [
+            (
+                "successful",
+                m.number_of_successful_calls(),
+                m.number_of_slow_successful_calls(),
+            ),
+            (
+                "failed",
+                m.number_of_failed_calls(),
+                m.number_of_slow_failed_calls(),
+            ),
+        ] {
+            let labels = with(name, "kind", kind);
+            out.gauge(
+                "circuitbreaker_buffered_calls",
+                labels.clone(),
+                f64::from(buffered),
+            );
+            out.gauge("circuitbreaker_slow_calls", labels, f64::from(slow));
         }
+    }
+}
 
-        for limiter in self.time_limiters() {
-            let name = limiter.name().as_str();
-            let m = limiter.metrics();
-            for (kind, value) in [
-                ("successful", m.number_of_successful_calls()),
-                ("failed", m.number_of_failed_calls()),
-                ("timeout", m.number_of_timed_out_calls()),
-            ] {
-                counter("timelimiter_calls", with(name, "kind", kind), value);
-            }
+impl Export for Bulkhead {
+    fn export(&self, out: &Out<'_>) {
+        let bulkhead = self;
+        let name = bulkhead.name().as_str();
+        let m = bulkhead.metrics();
+        out.gauge(
+            "bulkhead_available_concurrent_calls",
+            named(name),
+            f64::from(m.available_concurrent_calls()),
+        );
+        out.gauge(
+            "bulkhead_max_allowed_concurrent_calls",
+            named(name),
+            f64::from(m.max_allowed_concurrent_calls()),
+        );
+        for (kind, value) in [
+            ("permitted", m.permitted_calls()),
+            ("rejected", m.rejected_calls()),
+            ("finished", m.finished_calls()),
+        ] {
+            out.counter("bulkhead_calls", with(name, "kind", kind), value);
+        }
+    }
+}
+
+impl Export for RateLimiter {
+    fn export(&self, out: &Out<'_>) {
+        let limiter = self;
+        let name = limiter.name().as_str();
+        let m = limiter.metrics();
+        // Negative while callers wait on permissions of later cycles.
+        out.gauge(
+            "ratelimiter_available_permissions",
+            named(name),
+            m.available_permissions() as f64,
+        );
+        out.gauge(
+            "ratelimiter_waiting_threads",
+            named(name),
+            m.number_of_waiting_threads() as f64,
+        );
+        for (kind, value) in [
+            ("successful", m.permitted_calls()),
+            ("failed", m.rejected_calls()),
+        ] {
+            out.counter("ratelimiter_calls", with(name, "kind", kind), value);
+        }
+    }
+}
+
+impl Export for Retry {
+    fn export(&self, out: &Out<'_>) {
+        let retry = self;
+        let name = retry.name().as_str();
+        let m = retry.metrics();
+        for (kind, value) in [
+            (
+                "successful_without_retry",
+                m.number_of_successful_calls_without_retry_attempt(),
+            ),
+            (
+                "successful_with_retry",
+                m.number_of_successful_calls_with_retry_attempt(),
+            ),
+            (
+                "failed_without_retry",
+                m.number_of_failed_calls_without_retry_attempt(),
+            ),
+            (
+                "failed_with_retry",
+                m.number_of_failed_calls_with_retry_attempt(),
+            ),
+        ] {
+            out.counter("retry_calls", with(name, "kind", kind), value);
+        }
+    }
+}
+
+impl Export for TimeLimiter {
+    fn export(&self, out: &Out<'_>) {
+        let limiter = self;
+        let name = limiter.name().as_str();
+        let m = limiter.metrics();
+        for (kind, value) in [
+            ("successful", m.number_of_successful_calls()),
+            ("failed", m.number_of_failed_calls()),
+            ("timeout", m.number_of_timed_out_calls()),
+        ] {
+            out.counter("timelimiter_calls", with(name, "kind", kind), value);
         }
     }
 }
