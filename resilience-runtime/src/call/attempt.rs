@@ -28,11 +28,11 @@ pub(crate) struct Repeat<F>(pub(crate) F);
 
 impl<O, F: FnMut() -> O> Attempt for Repeat<F> {
     type Output = O;
-    #[inline(always)]
+    #[inline]
     fn attempt(&mut self) -> O {
         (self.0)()
     }
-    #[inline(always)]
+    #[inline]
     fn repeatable(&self) -> bool {
         true
     }
@@ -70,7 +70,7 @@ pub(crate) trait Judge<R> {
 pub(crate) struct ByOutcome<C>(pub(crate) C);
 
 impl<R, C: Fn(&R) -> CallOutcome> Judge<R> for ByOutcome<C> {
-    #[inline(always)]
+    #[inline]
     fn outcome(&self, result: &R) -> CallOutcome {
         (self.0)(result)
     }
@@ -102,7 +102,7 @@ where
     F: Fn(&R) -> bool,
     Q: Fn(&R) -> bool,
 {
-    #[inline(always)]
+    #[inline]
     fn outcome(&self, result: &R) -> CallOutcome {
         (self.classify)(result)
     }

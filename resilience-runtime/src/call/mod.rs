@@ -1,7 +1,9 @@
 //! One guarded call in progress: running a call through a [`Plan`] (this file), the permits
 //! it holds ([`held`]), entering the plan's gates ([`enter`]), the call chain that recognises
-//! re-entry ([`chain`]), plans with wrappers ([`wrapped`], [`wrapped_async`], the call made
-//! and judged in [`attempt`]), and the reference every entry is held to ([`reference`](mod@reference)).
+//! re-entry ([`chain`]), plans with wrappers ([`wrapped`], [`wrapped_async`], the nested
+//! model of an async call in [`nested_async`], the call made and judged in [`attempt`]), and
+//! the reference every entry is held to ([`reference`](mod@reference)). Wrappers are driven
+//! through their seam, `crate::wrapper`; none is named here.
 
 mod attempt;
 mod chain;

@@ -54,7 +54,7 @@ impl Plan {
     /// without their bookkeeping. A refusal, or an attempt a retry retries, continues in the
     /// nested model from where the first attempt left off. A plan that is one wrapper and no
     /// gate skips all of it (see [`wrapper_alone_blocking`]).
-    #[inline(always)]
+    #[inline]
     pub(crate) fn run_wrapped<A, J>(&self, attempt: A, judge: &J) -> Result<A::Output, Rejected>
     where
         A: Attempt,
@@ -67,7 +67,7 @@ impl Plan {
     /// rejection by `refused`: [`Plan::call`] returns the call's own `Result`, which on the hot
     /// path is then the first attempt's output moved once, where wrapped in `Ok` and unwrapped
     /// again it was copied twice (BENCHMARKS.md at 79fb71f).
-    #[inline(always)]
+    #[inline]
     pub(crate) fn run_wrapped_into<A, J, O>(
         &self,
         mut attempt: A,
@@ -128,7 +128,7 @@ impl Plan {
     /// The first attempt ended with `output`: the wrappers, innermost first, see it end; unless
     /// one runs the rest again, every gate records its outcome (`None`). `Some` says which
     /// wrapper does (its index and its call) and the wait before the next run.
-    #[inline(always)]
+    #[inline]
     fn end_first_attempt<'a, A, J>(
         &'a self,
         held: &mut Held<'a>,
