@@ -145,11 +145,7 @@ impl Plan {
         // 0.8 ns slower on the two-gate plan and 2 ns on five aspects: BENCHMARKS.md at 79fb71f.)
         if self.has_wrappers() {
             let judge = ByOutcome(CallOutcome::of_result::<T, E>);
-            return match (OutOfLine {
-                future: self.run_wrapped_async(Repeat(&mut call), judge),
-            })
-            .await
-            {
+            return match self.run_wrapped_async(Repeat(&mut call), judge).await {
                 Ok(result) => result,
                 Err(rejected) => Err(E::from(rejected)),
             };
@@ -173,8 +169,9 @@ impl Plan {
         F: Future<Output = R>,
     {
         if self.has_wrappers() {
-            let wrapped = self.run_wrapped_async(Repeat(&mut call), ByOutcome(classify));
-            return OutOfLine { future: wrapped }.await;
+            return self
+                .run_wrapped_async(Repeat(&mut call), ByOutcome(classify))
+                .await;
         }
         let mut guarded = GuardedCall::new();
         guarded.enter_async(self).await?;
@@ -206,8 +203,8 @@ impl Plan {
         // `run_future`'s body, not a call of it, as in `call_async`.
         if self.has_wrappers() {
             let judge = ByOutcome(CallOutcome::of_result::<T, E>);
-            let wrapped = self.run_wrapped_async(OneShot(Some(move || call)), judge);
-            return match (OutOfLine { future: wrapped }).await {
+            let attempt = OneShot(Some(move || call));
+            return match self.run_wrapped_async(attempt, judge).await {
                 Ok(result) => result,
                 Err(rejected) => Err(E::from(rejected)),
             };
@@ -232,10 +229,7 @@ impl Plan {
     {
         if self.has_wrappers() {
             let attempt = OneShot(Some(move || call));
-            return OutOfLine {
-                future: self.run_wrapped_async(attempt, ByOutcome(classify)),
-            }
-            .await;
+            return self.run_wrapped_async(attempt, ByOutcome(classify)).await;
         }
         let mut guarded = GuardedCall::new();
         guarded.enter_async(self).await?;
@@ -386,26 +380,6 @@ impl Plan {
             "a plan with a retry or a time limiter cannot be entered ahead of its call (the \
              guards inside them are entered per attempt); use `Plan::run` or `Plan::call`"
         );
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// The future of a plan with wrappers, polled out of line from the public async entries,
-    /// which also run plans of gates only: inlined there, its states made the gates' path of
-    /// `Plan::call_async` 9 ns slower (BENCHMARKS.md), where a call with wrappers pays one
-    /// call per poll.
-    struct OutOfLine<F> {
-        #[pin]
-        future: F,
-    }
-}
-
-impl<F: Future> Future for OutOfLine<F> {
-    type Output = F::Output;
-
-    #[inline(never)]
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        self.project().future.poll(cx)
     }
 }
 

@@ -22,7 +22,7 @@ use crate::wrapper::{Attempted, Expired, Next, Sleep, Wrap, WrapCall, WrapperCal
 macro_rules! attempt_over {
     ($plan:ident, $held:ident, $attempt:ident, $judge:ident, $result:ident,
      $wrappers:expr, $innermost:expr) => {
-        match $plan.attempt_ended(
+        match $plan.attempt_ended_off_hot_path(
             $wrappers,
             $innermost,
             &mut $held,
@@ -248,6 +248,28 @@ impl Plan {
             Err(rejected) => held.rejected(rejected),
         }
         None
+    }
+
+    /// [`attempt_ended`](Self::attempt_ended) off the hot path (the first attempt suspended,
+    /// or was refused): out of line, so that the call's future holds the hot path's copy only.
+    /// Its two inlined copies more made the future's poll too large to inline into its
+    /// caller: the five-aspect `Plan::call_async` 67.5 → 78 ns, and 84.6 when polled out of
+    /// line to spare the gates' path (BENCHMARKS.md).
+    #[inline(never)]
+    fn attempt_ended_off_hot_path<'a, A, J, O>(
+        &'a self,
+        wrappers: usize,
+        innermost: Option<WrapperCall<'a>>,
+        held: &mut Held<'a>,
+        attempt: &mut A,
+        judge: &J,
+        result: &Result<O, Rejected>,
+    ) -> Option<Box<Resume<'a>>>
+    where
+        A: Attempt,
+        J: Judge<O>,
+    {
+        self.attempt_ended(wrappers, innermost, held, attempt, judge, result)
     }
 
     /// The permits to put on the call chain while a call runs: `None` for a plan of wrappers
