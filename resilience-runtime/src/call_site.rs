@@ -155,7 +155,7 @@ pub(crate) fn all() -> Vec<&'static CallSite> {
 
 /// What [`Registry::validate`] found: instance names the annotations use without a
 /// configuration of their own (an error at startup), and configurations nothing uses.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Validation {
     /// Guards used by annotations whose name was never configured (they run on the default
     /// configuration), with the functions that use them.
@@ -179,6 +179,20 @@ impl Validation {
     /// Whether every name the annotations use is configured.
     pub fn is_ok(&self) -> bool {
         self.unconfigured.is_empty()
+    }
+}
+
+/// `{:?}` is the report (what `registry.validate()?` in `main` prints); `{:#?}` the fields.
+impl fmt::Debug for Validation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if f.alternate() {
+            f.debug_struct("Validation")
+                .field("unconfigured", &self.unconfigured)
+                .field("unused", &self.unused)
+                .finish()
+        } else {
+            fmt::Display::fmt(self, f)
+        }
     }
 }
 

@@ -219,10 +219,25 @@ impl std::error::Error for Rejected {}
 /// assert_eq!(err.field(), "failure_rate_threshold");
 /// assert!(err.to_string().contains("failure_rate_threshold"));
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct ConfigError {
     field: &'static str,
     reason: String,
+}
+
+/// `{:?}` is the message (what `?` in `main` prints: `Error: invalid `field`: reason`);
+/// `{:#?}` the fields.
+impl fmt::Debug for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if f.alternate() {
+            f.debug_struct("ConfigError")
+                .field("field", &self.field)
+                .field("reason", &self.reason)
+                .finish()
+        } else {
+            fmt::Display::fmt(self, f)
+        }
+    }
 }
 
 impl ConfigError {

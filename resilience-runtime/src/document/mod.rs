@@ -231,8 +231,19 @@ impl<'de, S: Deserialize<'de>> Deserialize<'de> for Named<S> {
 /// assert_eq!(err.config_error().map(|e| e.field()), Some("failure_rate_threshold"));
 /// # assert!(err.to_string().starts_with("2:26: circuit_breaker.instances.orders.failure_rate_threshold: "));
 /// ```
-#[derive(Debug)]
 pub struct DocumentError(Box<Located>);
+
+/// `{:?}` is the message, with the file, line and key path (what `?` in `main` prints);
+/// `{:#?}` the parts.
+impl fmt::Debug for DocumentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if f.alternate() {
+            f.debug_tuple("DocumentError").field(&self.0).finish()
+        } else {
+            fmt::Display::fmt(self, f)
+        }
+    }
+}
 
 /// The parts of a [`DocumentError`], boxed so that a `Result` of one stays small.
 #[derive(Debug)]
