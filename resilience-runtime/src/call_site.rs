@@ -283,6 +283,10 @@ impl Registry {
     /// configurations, so a service can fail fast at startup. A function whose annotation
     /// fixes another registry (`registry = path`) is that registry's to check, not this one's.
     ///
+    /// Both sides are a [`Validation`], because both carry the same report: an unconfigured
+    /// name makes it an `Err`, so `registry.validate()?` stops `main` (printing the report);
+    /// unused configurations alone do not, and are still in the `Ok` side for a service to log.
+    ///
     /// ```
     /// use resilience_runtime::Registry;
     ///
