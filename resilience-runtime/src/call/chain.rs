@@ -168,6 +168,44 @@ pub(crate) fn chain_holds(id: u64) -> bool {
     false
 }
 
+/// Polls the call's future in `slot` with `held` on the call chain (`None`: a plan without
+/// gates, whose call needs no frame); once it is ready, drops it there (its destructors are
+/// part of the call). Inlined where it is called, the first poll of every call through a
+/// wrapper: out of line, the first poll of the call's future went with it.
+#[inline(always)]
+pub(super) fn poll_in_place<F: std::future::Future>(
+    held: Option<&Held<'_>>,
+    mut slot: std::pin::Pin<&mut Option<F>>,
+    cx: &mut std::task::Context<'_>,
+) -> std::task::Poll<F::Output> {
+    let mut poll = || {
+        let Some(running) = slot.as_mut().as_pin_mut() else {
+            panic!("a guarded call's future was polled after it completed");
+        };
+        let polled = running.poll(cx);
+        if polled.is_ready() {
+            slot.set(None);
+        }
+        polled
+    };
+    match held {
+        None => poll(),
+        Some(held) => on_chain(held, poll),
+    }
+}
+
+/// Drops the call's future in `slot`, if one is there, with `held` on the call chain (its
+/// destructors are part of the call).
+pub(super) fn drop_in_place<F>(held: Option<&Held<'_>>, mut slot: std::pin::Pin<&mut Option<F>>) {
+    if slot.is_none() {
+        return;
+    }
+    match held {
+        None => slot.set(None),
+        Some(held) => on_chain(held, || slot.set(None)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,7 +20,7 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use super::attempt::{ended, finish, Attempt, Judge};
-use super::chain::on_chain;
+use super::chain::{drop_in_place, poll_in_place};
 use super::held::{Held, HeldSlot};
 use crate::error::Rejected;
 use crate::plan::{match_step, Plan};
@@ -113,10 +113,7 @@ impl<A: Attempt, J> Drop for NestedRun<'_, '_, A, J> {
 impl<A: Attempt, J> Call<'_, '_, A, J> {
     /// Drops the call's future, if one is running, on the call chain.
     fn drop_call(&mut self) {
-        if self.slot.is_some() {
-            let slot = &mut self.slot;
-            on_chain(self.held, || slot.set(None));
-        }
+        drop_in_place(Some(&*self.held), self.slot.as_mut());
     }
 }
 
@@ -318,17 +315,7 @@ where
             let call = self.attempt.attempt();
             self.slot.set(Some(call));
         }
-        let slot = &mut self.slot;
-        on_chain(self.held, || {
-            let Some(running) = slot.as_mut().as_pin_mut() else {
-                unreachable!("a call was just put in its place");
-            };
-            let polled = running.poll(cx);
-            if polled.is_ready() {
-                slot.set(None);
-            }
-            polled
-        })
+        poll_in_place(Some(&*self.held), self.slot.as_mut(), cx)
     }
 
     /// The wrapper of segment `index` cut the rest off: the call's future goes (on the chain),

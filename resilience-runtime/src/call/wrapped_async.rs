@@ -7,7 +7,7 @@ use std::pin::{pin, Pin};
 use std::task::{ready, Context, Poll};
 
 use super::attempt::{ended, finish, Attempt, Judge};
-use super::chain::on_chain;
+use super::chain::{drop_in_place, poll_in_place};
 use super::enter::{Mode, Whole};
 use super::held::Held;
 use super::nested_async::{NestedRun, Resume};
@@ -314,18 +314,16 @@ impl<F: Future> Future for FirstPoll<'_, '_, '_, F> {
     #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        Poll::Ready(match this.held {
-            None => poll_in(this.slot.as_mut(), cx),
-            Some(held) => poll_on_chain(held, this.slot.as_mut(), cx),
-        })
+        Poll::Ready(poll_in_place(this.held, this.slot.as_mut(), cx))
     }
 }
 
 /// The first attempt's call in its place after a first poll that was not ready, polled (on
 /// the call chain, if it holds gates) until it completes, under the deadline of the innermost
-/// wrapper, begun as `call`. `Err` when the deadline cut it off (its future dropped). Written by hand, in the call's own future: the
-/// nested model would do the same in a level per segment, and a call that waits on its
-/// dependency is a common call, not one that may allocate.
+/// wrapper, begun as `call`. `Err` when the deadline cut it off (its future dropped). Written
+/// by hand, in the call's own future: the nested model would do the same in a level per
+/// segment, and a call that waits on its dependency is a common call, not one that may
+/// allocate.
 struct Bounded<'s, 'h, 'c, 'a, F: Future> {
     /// The call's permits, to put on the chain while it is polled; `None` for a plan without
     /// gates.
@@ -334,33 +332,18 @@ struct Bounded<'s, 'h, 'c, 'a, F: Future> {
     call: &'c mut WrapperCall<'a>,
 }
 
-impl<F: Future> Bounded<'_, '_, '_, '_, F> {
-    /// Drops the call's future in its place, on the call chain.
-    fn drop_call(&mut self) {
-        let slot = &mut self.slot;
-        match self.held {
-            None => slot.set(None),
-            Some(held) => on_chain(held, || slot.set(None)),
-        }
-    }
-}
-
 impl<F: Future> Future for Bounded<'_, '_, '_, '_, F> {
     type Output = Result<F::Output, Rejected>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        let polled = match this.held {
-            None => poll_in(this.slot.as_mut(), cx),
-            Some(held) => poll_on_chain(held, this.slot.as_mut(), cx),
-        };
-        if let Poll::Ready(output) = polled {
+        if let Poll::Ready(output) = poll_in_place(this.held, this.slot.as_mut(), cx) {
             return Poll::Ready(Ok(output));
         }
         match this.call.poll_expired(cx) {
             Poll::Pending | Poll::Ready(Expired::Overran) => Poll::Pending,
             Poll::Ready(Expired::CutOff(rejected)) => {
-                this.drop_call();
+                drop_in_place(this.held, this.slot.as_mut());
                 Poll::Ready(Err(rejected))
             }
         }
@@ -371,9 +354,7 @@ impl<F: Future> Drop for Bounded<'_, '_, '_, '_, F> {
     /// The whole call dropped while its call runs: the call's future goes first, on the chain
     /// (then the permits, with the call's [`Held`]).
     fn drop(&mut self) {
-        if self.slot.is_some() {
-            self.drop_call();
-        }
+        drop_in_place(self.held, self.slot.as_mut());
     }
 }
 
@@ -434,27 +415,4 @@ where
             }
         }
     }
-}
-
-/// Polls the call's future in `slot` with its guards on the call chain; once it is ready,
-/// drops it there (its destructors are part of the call).
-fn poll_on_chain<F: Future>(
-    held: &Held<'_>,
-    slot: Pin<&mut Option<F>>,
-    cx: &mut Context<'_>,
-) -> Poll<F::Output> {
-    on_chain(held, || poll_in(slot, cx))
-}
-
-/// Polls the call's future in `slot`; once it is ready, drops it.
-#[inline(always)]
-fn poll_in<F: Future>(mut slot: Pin<&mut Option<F>>, cx: &mut Context<'_>) -> Poll<F::Output> {
-    let Some(running) = slot.as_mut().as_pin_mut() else {
-        panic!("a guarded call's future was polled after it completed");
-    };
-    let polled = running.poll(cx);
-    if polled.is_ready() {
-        slot.set(None);
-    }
-    polled
 }

@@ -162,28 +162,6 @@ impl Retry {
         self.subscribers.remove(id)
     }
 
-    /// The attempts of one call, starting with the first, for an `async` call: its waits
-    /// between attempts are [`sleep`](Self::sleep)s.
-    #[inline]
-    pub(crate) fn attempts(&self) -> Attempts<'_> {
-        Attempts {
-            retry: self,
-            attempt: 1,
-            blocking: false,
-        }
-    }
-
-    /// [`attempts`](Self::attempts) for a sync call, which waits between attempts by blocking
-    /// its thread ([`sleep_blocking`](Self::sleep_blocking)), and so does not retry after a
-    /// wait where blocking is refused (see [`crate::blocking`]).
-    #[inline]
-    pub(crate) fn attempts_blocking(&self) -> Attempts<'_> {
-        Attempts {
-            blocking: true,
-            ..self.attempts()
-        }
-    }
-
     /// Blocks the thread for `wait` on this retry's clock (through `block_in_place` on a
     /// multi-thread tokio runtime).
     pub(crate) fn sleep_blocking(&self, wait: Duration) {
@@ -236,19 +214,7 @@ pub(crate) struct Attempts<'r> {
 }
 
 impl Attempts<'_> {
-    /// The attempt running ended as `attempted`; `repeatable` says whether the call can be
-    /// made again at all (a one-shot call cannot). Counts the call if it ends here.
-    #[inline]
-    pub(crate) fn after(&mut self, attempted: Attempted, repeatable: bool) -> Next {
-        if attempted == Attempted::Succeeded && self.attempt == 1 {
-            self.retry
-                .successful_without_retry
-                .fetch_add(1, Ordering::Relaxed);
-            return Next::Stop;
-        }
-        self.after_slow(attempted, repeatable)
-    }
-
+    /// [`WrapCall::after`] past a first attempt that succeeded.
     #[cold]
     fn after_slow(&mut self, attempted: Attempted, repeatable: bool) -> Next {
         let retry = self.retry;
@@ -306,12 +272,14 @@ impl Attempts<'_> {
 impl Wrap for Retry {
     type Call<'w> = Attempts<'w>;
 
+    /// A sync call (`blocking`) waits between attempts by blocking its thread, and so does
+    /// not retry after a wait where blocking is refused (see [`crate::blocking`]).
     #[inline]
     fn begin(&self, blocking: bool) -> Attempts<'_> {
-        if blocking {
-            self.attempts_blocking()
-        } else {
-            self.attempts()
+        Attempts {
+            retry: self,
+            attempt: 1,
+            blocking,
         }
     }
 
@@ -321,9 +289,17 @@ impl Wrap for Retry {
 }
 
 impl<'r> WrapCall<'r> for Attempts<'r> {
+    /// Counts the call if it ends here; `repeatable` says whether the call can be made again
+    /// at all (a one-shot call cannot).
     #[inline]
     fn after(&mut self, ended: Ended, repeatable: bool) -> Next {
-        Attempts::after(self, ended.attempted, repeatable)
+        if ended.attempted == Attempted::Succeeded && self.attempt == 1 {
+            self.retry
+                .successful_without_retry
+                .fetch_add(1, Ordering::Relaxed);
+            return Next::Stop;
+        }
+        self.after_slow(ended.attempted, repeatable)
     }
 
     fn sleep(&self, wait: Duration) -> Sleep<'r> {
