@@ -170,9 +170,8 @@ pub(crate) fn chain_holds(id: u64) -> bool {
 
 /// Polls the call's future in `slot` with `held` on the call chain (`None`: a plan without
 /// gates, whose call needs no frame); once it is ready, drops it there (its destructors are
-/// part of the call). Inlined where it is called, the first poll of every call through a
-/// wrapper: out of line, the first poll of the call's future went with it.
-#[inline(always)]
+/// part of the call).
+#[inline]
 pub(super) fn poll_in_place<F: std::future::Future>(
     held: Option<&Held<'_>>,
     mut slot: std::pin::Pin<&mut Option<F>>,

@@ -206,7 +206,7 @@ impl Plan {
     /// already if the attempt ran under its deadline. `None` once every gate recorded it, or
     /// where the nested model resumes if a wrapper runs the rest again (the gates inside that
     /// wrapper released, its next run due after a wait).
-    #[inline(always)]
+    #[inline]
     fn attempt_ended<'a, A, J, O>(
         &'a self,
         wrappers: usize,
@@ -274,7 +274,7 @@ impl Plan {
 
     /// The permits to put on the call chain while a call runs: `None` for a plan of wrappers
     /// only, which holds nothing a nested call could re-enter (its call needs no frame).
-    #[inline(always)]
+    #[inline]
     fn gates_on_chain<'h, 'a>(&self, held: &'h Held<'a>) -> Option<&'h Held<'a>> {
         (!self.steps().is_empty()).then_some(held)
     }
@@ -383,7 +383,7 @@ where
 {
     type Output = Result<<A::Output as Future>::Output, Rejected>;
 
-    #[inline(always)]
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         loop {
