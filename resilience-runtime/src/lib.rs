@@ -5,11 +5,11 @@
     not(feature = "toml"),
     doc = "Fault-tolerance guards run in a declared order; see the README."
 )]
-// Denied everywhere but five audited spots, each allowed item by item with a `// SAFETY:` note,
+// Denied everywhere but six audited spots, each allowed item by item with a `// SAFETY:` note,
 // their unit tests run under Miri (`scripts/miri.sh`): the breaker's spin lock
 // (`sync::SpinLock`), the coarse clock's `libc` calls (`clock`), the registry in scope
-// (`registry::scope`), a call site's one-word plan handle (`plan_cache`) and the frames of the
-// call chain (`call::chain`).
+// (`registry::scope`), a call site's one-word plan handle (`plan_cache`), the frames of the
+// call chain (`call::chain`) and a call that owns its plan (`call::owned`).
 #![deny(unsafe_code)]
 // docs.rs marks each item with the feature it needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -45,6 +45,9 @@ mod subscribers;
 mod sync;
 pub mod time_limiter;
 mod timer;
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub mod tower;
 #[cfg(feature = "tracing")]
 mod trace;
 mod wrapper;

@@ -38,6 +38,11 @@ impl Name {
         self.0
     }
 
+    /// The name, borrowed for the life of the process (names are interned, never freed).
+    pub(crate) fn as_static(&self) -> &'static str {
+        self.0
+    }
+
     /// Whether `s` was ever made a `Name` in this process.
     #[cfg(test)]
     pub(crate) fn is_interned(s: &str) -> bool {

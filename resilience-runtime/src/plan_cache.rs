@@ -37,6 +37,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use arc_swap::ArcSwapOption;
 use once_cell::race::OnceRef;
 
+use crate::name::Name;
 use crate::plan::{Guard, GuardListError, Plan};
 use crate::registry::Registry;
 
@@ -123,6 +124,24 @@ impl PlanCache {
                 },
             },
         }
+    }
+
+    /// The cache of a guard list known only at run time (a tower layer's, already checked):
+    /// one per distinct list, kept for the life of the process as the names in it are, so
+    /// that a layer built again over the same guards shares its interned plans.
+    pub(crate) fn for_list(guards: &[Guard<'_>]) -> &'static PlanCache {
+        static LISTS: Mutex<Vec<&'static PlanCache>> = Mutex::new(Vec::new());
+        let mut lists = LISTS.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(&known) = lists.iter().find(|cache| cache.guards == guards) {
+            return known;
+        }
+        let owned: Vec<Guard<'static>> = guards
+            .iter()
+            .map(|guard| Guard::new(guard.aspect(), Name::from(guard.name()).as_static()))
+            .collect();
+        let cache: &'static PlanCache = Box::leak(Box::new(PlanCache::new(owned.leak())));
+        lists.push(cache);
+        cache
     }
 
     /// The guards of this call site, as written.

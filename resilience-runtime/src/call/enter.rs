@@ -200,6 +200,22 @@ impl Plan {
         rejected
     }
 
+    /// Asks every gate of a plan without wrappers now, in order, into `held`, as an
+    /// asynchronous entry starts: `Ok(None)` once every one admitted the call, `Ok(Some(i))` at
+    /// the first that makes it wait (continue with [`enter_waiting`](Self::enter_waiting) from
+    /// there), or the refusal (nothing held).
+    #[inline(always)]
+    pub(super) fn enter_now<'a>(&'a self, held: &mut Held<'a>) -> Result<Option<usize>, Rejected> {
+        // A lone gate that makes the call wait took nothing: the general path below asks it
+        // again and waits for it (one more ask, on a path that waits anyway).
+        match self.enter_lone(held) {
+            Some(Ok(Entry::Entered)) => return Ok(None),
+            Some(Err(rejected)) => return Err(rejected),
+            Some(Ok(Entry::MustWait)) | None => {}
+        }
+        self.enter_from(0, Whole, held, Mode::Stop)
+    }
+
     /// [`enter_waiting`](Self::enter_waiting), boxed: only a call that waits pays for its
     /// state (a queue place, a timer).
     #[cold]
@@ -210,7 +226,7 @@ impl Plan {
 
     /// The rest of an asynchronous entry from the gate `steps[from]`, which made the call
     /// wait: waits for it, then asks the gates after it.
-    async fn enter_waiting<'a>(
+    pub(super) async fn enter_waiting<'a>(
         &'a self,
         mut from: usize,
         held: &mut Held<'a>,
@@ -352,14 +368,7 @@ impl Future for EnterAsync<'_, '_> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         if let Some(held) = this.held.take() {
-            // A lone gate that makes the call wait took nothing: the general path below asks
-            // it again and waits for it (one more ask, on a path that waits anyway).
-            match this.plan.enter_lone(held) {
-                Some(Ok(Entry::Entered)) => return Poll::Ready(Ok(())),
-                Some(Err(rejected)) => return Poll::Ready(Err(rejected)),
-                Some(Ok(Entry::MustWait)) | None => {}
-            }
-            match this.plan.enter_from(0, Whole, held, Mode::Stop) {
+            match this.plan.enter_now(held) {
                 Ok(None) => return Poll::Ready(Ok(())),
                 Err(rejected) => return Poll::Ready(Err(rejected)),
                 Ok(Some(step)) => this.wait = Some(this.plan.wait_from(step, held)),

@@ -10,11 +10,15 @@ mod chain;
 mod enter;
 mod held;
 mod nested_async;
+#[cfg(feature = "tower")]
+mod owned;
 pub mod reference;
 mod wrapped;
 mod wrapped_async;
 
 pub(crate) use held::Held;
+#[cfg(feature = "tower")]
+pub(crate) use owned::{run_wrapped_owned, run_wrapped_owned_once, Owned, OwnedEntry, OwnedRun};
 
 use std::fmt;
 use std::future::Future;
@@ -587,7 +591,7 @@ impl<R, F, H, C> Future for RunAsync<F, H, C>
 where
     F: Future<Output = R>,
     H: HeldBy,
-    C: FnOnce(&R) -> CallOutcome,
+    C: Classify<R>,
 {
     type Output = R;
 
@@ -625,8 +629,22 @@ where
             .classify
             .take()
             .expect("a guarded call's future was polled after it completed");
-        this.held.complete_in_place(classify(&result));
+        this.held.complete_in_place(classify.classify(&result));
         Poll::Ready(result)
+    }
+}
+
+/// How an async call's output counts for the gates, once it is ready: a closure (the
+/// entries), or a classifier whose type a named future writes out (a tower service's).
+pub(crate) trait Classify<R> {
+    /// How `result` counts.
+    fn classify(self, result: &R) -> CallOutcome;
+}
+
+impl<R, C: FnOnce(&R) -> CallOutcome> Classify<R> for C {
+    #[inline(always)]
+    fn classify(self, result: &R) -> CallOutcome {
+        self(result)
     }
 }
 

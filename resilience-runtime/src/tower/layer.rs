@@ -1,0 +1,273 @@
+//! [`GuardLayer`]: named guard instances of a registry, as a tower `Layer`; the plans its
+//! services run ([`Plans`]); whether they make a request again ([`Attempts`]).
+
+use std::fmt;
+use std::sync::Arc;
+
+use tower_layer::Layer;
+
+use super::classify::ErrorsAreFailures;
+use super::service::GuardService;
+use crate::aspect::Aspect;
+use crate::error::ConfigError;
+use crate::plan::{Guard, GuardListError};
+use crate::plan_cache::{PlanCache, SitePlan};
+use crate::registry::Registry;
+
+/// Guards a tower service with named guard instances: the very instances that `#[bulkhead]`,
+/// `#[circuit_breaker]` and the other annotations of the same names use, in the registry's
+/// precedence.
+///
+/// Inside the layer the registry's precedence decides the order of the guards, whatever the
+/// order of the list; the layer's place in a `ServiceBuilder` only places it among the other
+/// layers. A bulkhead shared by an annotated function and a layer is one bulkhead (one limit,
+/// one set of metrics), and a change of configuration or precedence reaches the layer's next
+/// request. A request made while the same task runs a guarded call holding one of the
+/// instances passes through it, as a nested annotated call does (the registry's
+/// [`ReentrancyPolicy`](crate::ReentrancyPolicy)).
+///
+/// ```
+/// use resilience_runtime::tower::{GuardError, GuardLayer};
+/// use resilience_runtime::{BulkheadConfig, Guard, Registry};
+/// use tower::{service_fn, Layer, Service, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let registry = std::sync::Arc::new(Registry::new());
+/// registry.configure_bulkhead("orders", BulkheadConfig::builder().max_concurrent_calls(10).build()?)?;
+///
+/// let layer = GuardLayer::new(&[Guard::circuit_breaker("orders"), Guard::bulkhead("orders")])
+///     .with_registry(registry.clone());
+/// let mut orders = layer.layer(service_fn(|id: u32| async move {
+///     Ok::<_, std::io::Error>(format!("order {id}"))
+/// }));
+/// let placed = orders.ready().await?.call(7).await?;
+/// assert_eq!(placed, "order 7");
+/// assert_eq!(registry.circuit_breaker("orders").metrics().number_of_successful_calls(), 1);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Admission, readiness and release
+///
+/// `poll_ready` reports the inner service's readiness and nothing else; the guards admit a
+/// request in `call`. A permit reserved in `poll_ready` would be held by a service that may
+/// never call (a clone that was polled and dropped, a router that polled every route): capacity
+/// lost, which is what tower's own `ConcurrencyLimit` risks. So a request a guard refuses is
+/// answered at once with [`GuardError::Rejected`](super::GuardError::Rejected), and one a
+/// bulkhead makes wait (its `max_wait_duration`) waits in the response future. Clones share
+/// the instances and nothing else. Every permit goes when the response future completes,
+/// fails, panics or is dropped.
+///
+/// # Retries
+///
+/// A retry makes the request again, so a layer with a retry guard clones each request: build
+/// it with [`retrying`](Self::retrying), whose service requires `Request: Clone`. The other
+/// constructors refuse a retry guard.
+#[derive(Clone)]
+pub struct GuardLayer<K = ErrorsAreFailures, A = Once> {
+    plans: Arc<Plans>,
+    classifier: K,
+    attempts: A,
+}
+
+impl GuardLayer {
+    /// The guards `guards` of the [global](Registry::global) registry (the annotations'),
+    /// every `Err` of the inner service a failure.
+    ///
+    /// # Panics
+    ///
+    /// If `guards` names an aspect twice, or has a retry (use [`retrying`](Self::retrying)).
+    /// [`try_new`](Self::try_new) returns these as a [`ConfigError`] instead, for a list built
+    /// at run time.
+    #[track_caller]
+    pub fn new(guards: &[Guard<'_>]) -> Self {
+        GuardLayer::try_new(guards).unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    /// [`new`](Self::new), returning a problem with `guards` as a [`ConfigError`].
+    ///
+    /// # Errors
+    ///
+    /// If `guards` names an aspect twice, or has a retry.
+    pub fn try_new(guards: &[Guard<'_>]) -> Result<Self, ConfigError> {
+        Ok(GuardLayer {
+            plans: Arc::new(Plans::new(guards, false)?),
+            classifier: ErrorsAreFailures,
+            attempts: Once,
+        })
+    }
+}
+
+impl GuardLayer<ErrorsAreFailures, Cloned> {
+    /// A layer whose guards may include a retry, which makes each request again: its service
+    /// clones the request for each attempt (`Request: Clone`), as tower's own `Retry` does.
+    ///
+    /// ```
+    /// use resilience_runtime::tower::GuardLayer;
+    /// use resilience_runtime::Guard;
+    ///
+    /// let layer = GuardLayer::retrying(&[Guard::retry("quotes"), Guard::circuit_breaker("quotes")]);
+    /// # let _ = layer;
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `guards` names an aspect twice.
+    #[track_caller]
+    pub fn retrying(guards: &[Guard<'_>]) -> Self {
+        let plans = Plans::new(guards, true).unwrap_or_else(|error| panic!("{error}"));
+        GuardLayer {
+            plans: Arc::new(plans),
+            classifier: ErrorsAreFailures,
+            attempts: Cloned,
+        }
+    }
+}
+
+impl<K, A> GuardLayer<K, A> {
+    /// The same layer, its responses classified by `classifier` (see [`Classifier`]); for an
+    /// HTTP service, [`ServerErrorsAreFailures`].
+    ///
+    /// [`Classifier`]: super::Classifier
+    /// [`ServerErrorsAreFailures`]: super::ServerErrorsAreFailures
+    pub fn classifier<K2>(self, classifier: K2) -> GuardLayer<K2, A> {
+        GuardLayer {
+            plans: self.plans,
+            classifier,
+            attempts: self.attempts,
+        }
+    }
+
+    /// The same guards in `registry` rather than the global one: a test's own registry, with
+    /// its own clock and configuration.
+    pub fn with_registry(self, registry: Arc<Registry>) -> Self {
+        let plans = Plans::in_registry(self.plans.cache().guards(), registry);
+        GuardLayer {
+            plans: Arc::new(plans),
+            classifier: self.classifier,
+            attempts: self.attempts,
+        }
+    }
+
+    /// The guards, as given.
+    pub fn guards(&self) -> &[Guard<'static>] {
+        self.plans.cache().guards()
+    }
+}
+
+impl<S, K: Clone, A: Clone> Layer<S> for GuardLayer<K, A> {
+    type Service = GuardService<S, K, A>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        GuardService::new(
+            inner,
+            Arc::clone(&self.plans),
+            self.classifier.clone(),
+            self.attempts.clone(),
+        )
+    }
+}
+
+impl<K, A> fmt::Debug for GuardLayer<K, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GuardLayer")
+            .field("guards", &self.guards())
+            .field("classifier", &std::any::type_name::<K>())
+            .finish()
+    }
+}
+
+/// The plans of a layer's guards: the current one in its registry, found per request with the
+/// checks of a call site's (one atomic load of the registry's generation).
+pub(crate) struct Plans {
+    source: Source,
+}
+
+enum Source {
+    /// The global registry: plans interned, lent as `&'static` (no reference count per call).
+    Global(&'static PlanCache),
+    /// Another registry: the plan in an `Arc`, cached per layer.
+    Registry(Arc<Registry>, PlanCache),
+}
+
+impl Plans {
+    /// The plans of `guards` in the global registry.
+    fn new(guards: &[Guard<'_>], retrying: bool) -> Result<Self, ConfigError> {
+        if let Some(problem) = GuardListError::check(guards) {
+            return Err(ConfigError::new("guards", problem.to_string()));
+        }
+        if !retrying && guards.iter().any(|g| g.aspect() == Aspect::Retry) {
+            return Err(ConfigError::new(
+                "guards",
+                "a retry makes its request again, and this layer sends each request once; \
+                 build it with `GuardLayer::retrying`, whose service clones each request \
+                 (`Request: Clone`)",
+            ));
+        }
+        Ok(Plans {
+            source: Source::Global(PlanCache::for_list(guards)),
+        })
+    }
+
+    /// The plans of `guards` (checked) in `registry`.
+    fn in_registry(guards: &'static [Guard<'static>], registry: Arc<Registry>) -> Self {
+        let source = if std::ptr::eq(&*registry, Registry::global()) {
+            Source::Global(PlanCache::for_list(guards))
+        } else {
+            Source::Registry(registry, PlanCache::new(guards))
+        };
+        Plans { source }
+    }
+
+    fn cache(&self) -> &PlanCache {
+        match &self.source {
+            Source::Global(cache) => cache,
+            Source::Registry(_, cache) => cache,
+        }
+    }
+
+    /// The current plan.
+    #[inline]
+    pub(crate) fn get(&self) -> SitePlan {
+        match &self.source {
+            Source::Global(cache) => SitePlan::interned(cache.global()),
+            Source::Registry(registry, cache) => SitePlan::shared(cache.get_arc(registry)),
+        }
+    }
+}
+
+/// Whether a guarded service makes a request more than once: [`Once`] (every layer but a
+/// retrying one) or [`Cloned`] (a [retrying](GuardLayer::retrying) layer, `Request: Clone`).
+pub trait Attempts<Request>: sealed::Sealed {
+    /// A copy of `request` for another attempt; `None` when requests are sent once.
+    fn again(&self, request: &Request) -> Option<Request>;
+}
+
+/// Each request is sent once (the layer has no retry).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Once;
+
+/// Each attempt of a retry sends a clone of the request.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Cloned;
+
+impl<Request> Attempts<Request> for Once {
+    #[inline]
+    fn again(&self, _: &Request) -> Option<Request> {
+        None
+    }
+}
+
+impl<Request: Clone> Attempts<Request> for Cloned {
+    #[inline]
+    fn again(&self, request: &Request) -> Option<Request> {
+        Some(request.clone())
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Once {}
+    impl Sealed for super::Cloned {}
+}
