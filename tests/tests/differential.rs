@@ -30,11 +30,9 @@
 //! that leaves the call pending (so a time limiter, a gate's wait or a retry's wait all pass
 //! in ticks, the same way for every entry).
 
-use std::cell::RefCell;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::rc::Rc;
 use std::sync::{Arc, Mutex, Once};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -43,11 +41,13 @@ use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use resilience_runtime::__private::{classify, is_err, retry_on};
 use resilience_runtime::__reference as reference;
+use resilience_runtime::tower::{GuardError, GuardLayer};
 use resilience_runtime::{
     bulkhead, circuit_breaker, rate_limiter, retry, time_limiter, Aspect, BulkheadConfig,
     CallOutcome, CircuitBreakerConfig, Guard, ManualClock, Plan, RateLimiterConfig,
     ReentrancyPolicy, Registry, Rejected, RetryConfig, SlidingWindow, TimeLimiterConfig,
 };
+use tower::{service_fn, Layer, ServiceExt};
 
 /// Every instance of a case is called this.
 const NAME: &str = "diff";
@@ -300,33 +300,33 @@ fn classify3(result: &Result<u32, E>) -> CallOutcome {
 
 /// What the body saw: each attempt started, ended, or given up (its future dropped before it
 /// ended).
-type Log = Rc<RefCell<Vec<String>>>;
+type Log = Arc<Mutex<Vec<String>>>;
 
 /// One call's body: made again for each attempt, each following its attempt's script.
 #[derive(Clone)]
 struct Body {
-    script: Rc<Vec<AttemptScript>>,
+    script: Arc<Vec<AttemptScript>>,
     /// The plan a nested call goes through.
     plan: Plan,
     clock: ManualClock,
     log: Log,
-    attempt: Rc<RefCell<usize>>,
+    attempt: Arc<Mutex<usize>>,
 }
 
 const PANIC: &str = "a scripted panic";
 
 impl Body {
     fn next(&self) -> (u32, AttemptScript) {
-        let mut attempt = self.attempt.borrow_mut();
+        let mut attempt = self.attempt.lock().unwrap();
         let n = *attempt;
         *attempt += 1;
         let script = self.script[n.min(self.script.len() - 1)];
-        self.log.borrow_mut().push(format!("start {n}"));
+        self.log.lock().unwrap().push(format!("start {n}"));
         (n as u32, script)
     }
 
     fn end(&self, n: u32, ends: Ends) -> Result<u32, E> {
-        self.log.borrow_mut().push(format!("end {n}"));
+        self.log.lock().unwrap().push(format!("end {n}"));
         match ends {
             Ends::Ok => Ok(n),
             Ends::Fail => Err(E::Fail(n)),
@@ -350,7 +350,8 @@ impl Body {
 
     fn log_nested(&self, nested: Out) {
         self.log
-            .borrow_mut()
+            .lock()
+            .unwrap()
             .push(format!("nested {}", result_of(nested)));
     }
 
@@ -395,7 +396,7 @@ struct GiveUp {
 impl Drop for GiveUp {
     fn drop(&mut self) {
         if self.armed {
-            self.log.borrow_mut().push(format!("dropped {}", self.n));
+            self.log.lock().unwrap().push(format!("dropped {}", self.n));
         }
     }
 }
@@ -511,11 +512,11 @@ fn run_sync(case: &Case, entry: SyncEntry<'_>) -> Vec<Seen> {
         }
         let log = Log::default();
         let body = Body {
-            script: Rc::new(call.attempts.clone()),
+            script: Arc::new(call.attempts.clone()),
             plan: plan.clone(),
             clock: clock.clone(),
             log: log.clone(),
-            attempt: Rc::default(),
+            attempt: Arc::default(),
         };
         let bulkhead = registry.bulkhead(NAME);
         let permits: Vec<_> = (0..call.occupied)
@@ -531,7 +532,7 @@ fn run_sync(case: &Case, entry: SyncEntry<'_>) -> Vec<Seen> {
         seen.push(Seen {
             result: ended_as(ended),
             events: events.take(),
-            body: log.take(),
+            body: std::mem::take(&mut *log.lock().unwrap()),
             after: observe(&registry),
         });
     }
@@ -566,11 +567,11 @@ fn run_async(case: &Case, entry: AsyncEntry<'_>) -> Vec<Seen> {
             .map(|call| {
                 clock.advance(ticks(call.advance));
                 Body {
-                    script: Rc::new(call.attempts.clone()),
+                    script: Arc::new(call.attempts.clone()),
                     plan: plan.clone(),
                     clock: clock.clone(),
                     log: Log::default(),
-                    attempt: Rc::default(),
+                    attempt: Arc::default(),
                 }
             })
             .collect();
@@ -594,7 +595,7 @@ fn run_async(case: &Case, entry: AsyncEntry<'_>) -> Vec<Seen> {
             seen.push(Seen {
                 result: ended_as(ended),
                 events: delivered.clone(),
-                body: body.log.take(),
+                body: std::mem::take(&mut *body.log.lock().unwrap()),
                 after: after.clone(),
             });
         }
@@ -752,6 +753,29 @@ fn call_future<'a>(_: &'a Case, plan: &'a Plan, body: &'a Body) -> CallFuture<'a
 
 fn run_future<'a>(_: &'a Case, plan: &'a Plan, body: &'a Body) -> CallFuture<'a> {
     boxed(plan.run_future(body.run_async(), classify3))
+}
+
+/// A tower service around the body, through a `GuardLayer` of the case's guards on the
+/// global registry (the case's registry is in scope).
+fn tower_service<'a>(case: &'a Case, _: &'a Plan, body: &'a Body) -> CallFuture<'a> {
+    let body = body.clone();
+    let inner = service_fn(move |()| body.run_async());
+    let classify: fn(&Result<u32, E>) -> CallOutcome = classify3;
+    let guards = case.guards();
+    boxed(async move {
+        let answered = if case.has(Aspect::Retry) {
+            let layer = GuardLayer::retrying(&guards).classifier(classify);
+            layer.layer(inner).oneshot(()).await
+        } else {
+            let layer = GuardLayer::new(&guards).classifier(classify);
+            layer.layer(inner).oneshot(()).await
+        };
+        match answered {
+            Ok(answer) => Ok(Ok(answer)),
+            Err(GuardError::Inner(error)) => Ok(Err(error)),
+            Err(GuardError::Rejected(rejected)) => Err(rejected),
+        }
+    })
 }
 
 fn enter_async<'a>(_: &'a Case, plan: &'a Plan, body: &'a Body) -> CallFuture<'a> {
@@ -1271,6 +1295,11 @@ fn check_async(case: &Case) {
         "Plan::call_future",
         &run_async(case, &call_future),
         &of_result_once,
+    );
+    agree(
+        "tower::GuardService",
+        &run_async(case, &tower_service),
+        &expected,
     );
     if !case.has_wrappers() {
         agree(

@@ -308,3 +308,43 @@ fn a_refusal_inside_a_retry_does_not_allocate() {
         1003
     );
 }
+
+#[test]
+fn a_request_through_a_guard_layer_admitted_at_once_does_not_allocate() {
+    use resilience_runtime::tower::GuardLayer;
+    use tower::{service_fn, Layer, Service};
+
+    let registry = Arc::new(Registry::new());
+    let guards = [
+        Guard::bulkhead("layer"),
+        Guard::rate_limiter("layer"),
+        Guard::circuit_breaker("layer"),
+    ];
+    let inner = service_fn(|i: u32| async move { Ok::<u32, CallError>(i) });
+    let mut in_registry = GuardLayer::new(&guards)
+        .with_registry(registry.clone())
+        .layer(inner);
+    let mut global = GuardLayer::new(&[Guard::bulkhead("no-alloc-layer")]).layer(inner);
+    let waker = Waker::from(Arc::new(NoopWake));
+    for _ in 0..3 {
+        let _ = poll_ready(in_registry.call(1), &waker);
+        let _ = poll_ready(global.call(1), &waker);
+    }
+
+    COUNTED.with(|counted| counted.set(true));
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    for i in 0..1000u32 {
+        // `service_fn` is always ready: `poll_ready` has nothing to do.
+        assert_eq!(poll_ready(in_registry.call(i), &waker), Ok(i));
+        assert_eq!(poll_ready(global.call(i), &waker), Ok(i));
+    }
+    let allocated = ALLOCATIONS.load(Ordering::Relaxed) - before;
+    COUNTED.with(|counted| counted.set(false));
+    assert_eq!(allocated, 0, "allocations in 2000 requests");
+    let breaker = registry.circuit_breaker("layer").metrics();
+    assert_eq!(
+        breaker.number_of_buffered_calls(),
+        100,
+        "the default count window is full"
+    );
+}

@@ -65,10 +65,10 @@ pub fn run_judged<R>(
 }
 
 /// [`Plan::run_async`] (or, `once`, [`Plan::run_future`]), the reference way.
-pub async fn run_async<R, F: Future<Output = R>>(
+pub async fn run_async<R: Send, F: Future<Output = R> + Send>(
     plan: &Plan,
-    mut call: impl FnMut() -> F,
-    classify: impl Fn(&R) -> CallOutcome,
+    mut call: impl FnMut() -> F + Send,
+    classify: impl Fn(&R) -> CallOutcome + Sync,
     once: bool,
 ) -> Result<R, Rejected> {
     let judge = ByOutcome(classify);
@@ -80,12 +80,12 @@ pub async fn run_async<R, F: Future<Output = R>>(
 }
 
 /// [`run_judged`] for an `async fn` (`once`: its body's future made once).
-pub async fn run_judged_async<R, F: Future<Output = R>>(
+pub async fn run_judged_async<R: Send, F: Future<Output = R> + Send>(
     plan: &Plan,
-    mut call: impl FnMut() -> F,
-    classify: impl Fn(&R) -> CallOutcome,
-    failed: impl Fn(&R) -> bool,
-    retry_on: impl Fn(&R) -> bool,
+    mut call: impl FnMut() -> F + Send,
+    classify: impl Fn(&R) -> CallOutcome + Sync,
+    failed: impl Fn(&R) -> bool + Sync,
+    retry_on: impl Fn(&R) -> bool + Sync,
     once: bool,
 ) -> Result<R, Rejected> {
     let judge = Judged {
@@ -154,9 +154,10 @@ async fn start_async<A, J>(
     judge: &J,
 ) -> Result<<A::Output as Future>::Output, Rejected>
 where
-    A: Attempt,
-    A::Output: Future,
-    J: Judge<<A::Output as Future>::Output>,
+    A: Attempt + Send,
+    A::Output: Future + Send,
+    <A::Output as Future>::Output: Send,
+    J: Judge<<A::Output as Future>::Output> + Sync,
 {
     if let Some(rejected) = plan.unconfigured() {
         return Err(rejected);
@@ -166,7 +167,9 @@ where
     level_async(plan, 0, &mut held, attempt, judge).await
 }
 
-type Boxed<'f, T> = Pin<Box<dyn Future<Output = T> + 'f>>;
+/// `Send`, as the engine's futures are, so that a reference call can run inside a body that a
+/// `Send` future (a tower service's) awaits.
+type Boxed<'f, T> = Pin<Box<dyn Future<Output = T> + Send + 'f>>;
 
 /// Guard `index` of the plan and the rest after it, waiting asynchronously. Dropped before it
 /// ends (the caller gave up, or a time limiter outside cut it off), a level releases its gate
@@ -179,9 +182,10 @@ fn level_async<'f, 'a: 'f, A, J>(
     judge: &'f J,
 ) -> Boxed<'f, Result<<A::Output as Future>::Output, Rejected>>
 where
-    A: Attempt,
-    A::Output: Future,
-    J: Judge<<A::Output as Future>::Output>,
+    A: Attempt + Send,
+    A::Output: Future + Send,
+    <A::Output as Future>::Output: Send,
+    J: Judge<<A::Output as Future>::Output> + Sync,
 {
     Box::pin(async move {
         match plan.layer(index) {

@@ -12,7 +12,7 @@ use crate::aspect::Aspect;
 use crate::error::ConfigError;
 use crate::plan::{Guard, GuardListError};
 use crate::plan_cache::{PlanCache, SitePlan};
-use crate::registry::Registry;
+use crate::registry::{with_scoped, Registry};
 
 /// Guards a tower service with named guard instances: the very instances that `#[bulkhead]`,
 /// `#[circuit_breaker]` and the other annotations of the same names use, in the registry's
@@ -24,7 +24,10 @@ use crate::registry::Registry;
 /// one set of metrics), and a change of configuration or precedence reaches the layer's next
 /// request. A request made while the same task runs a guarded call holding one of the
 /// instances passes through it, as a nested annotated call does (the registry's
-/// [`ReentrancyPolicy`](crate::ReentrancyPolicy)).
+/// [`ReentrancyPolicy`](crate::ReentrancyPolicy)). A layer on the global registry follows
+/// [`Registry::scope`] as the annotations do: a request sent (its `call`) inside a scope uses
+/// the scope's registry, so a test that gives annotated code a registry of its own gives it to
+/// the layers that code calls through too.
 ///
 /// ```
 /// use resilience_runtime::tower::{GuardError, GuardLayer};
@@ -231,7 +234,10 @@ impl Plans {
     #[inline]
     pub(crate) fn get(&self) -> SitePlan {
         match &self.source {
-            Source::Global(cache) => SitePlan::interned(cache.global()),
+            Source::Global(cache) => with_scoped(|scoped| match scoped {
+                None => SitePlan::interned(cache.global()),
+                Some(registry) => SitePlan::shared(cache.get_arc(registry)),
+            }),
             Source::Registry(registry, cache) => SitePlan::shared(cache.get_arc(registry)),
         }
     }
