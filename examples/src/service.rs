@@ -7,6 +7,10 @@
 //!   a refusal answers `503 Service Unavailable` with `Retry-After` and a JSON body (the
 //!   runtime's mapping, feature `axum`); an invalid order answers `422 Unprocessable Entity`
 //!   before it reaches the guards.
+//! - `GET /orders/{id}` answers `{"order_id": 1, "status": "placed"}` through the same
+//!   simulated downstream, guarded by a tower layer on the same `orders` instances
+//!   (`GuardLayer::new(..).for_axum()` as the route's `route_layer`): one bulkhead and one
+//!   breaker for both routes, and the same `503` for a refusal.
 //! - `PUT /downstream` with `{"failing": true}` makes the simulated downstream fail every
 //!   order (`502 Bad Gateway`) until `{"failing": false}`; `GET /downstream` says which. Past
 //!   20 failed orders the breaker opens, and orders answer `503` with the `Retry-After` of its
@@ -39,6 +43,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use axum::extract::rejection::JsonRejection;
+use axum::extract::Path as UrlPath;
 use axum::http::header::CONTENT_TYPE;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -46,9 +51,10 @@ use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use resilience_runtime::axum::actuator;
+use resilience_runtime::tower::GuardLayer;
 use resilience_runtime::{
     bulkhead, circuit_breaker, BulkheadConfig, Changes, CircuitBreakerConfig, ConfigError,
-    DocumentError, Registry, Rejected, SlidingWindow,
+    DocumentError, Guard, Registry, Rejected, SlidingWindow,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -168,11 +174,19 @@ fn set_downstream_latency(latency: Duration) {
     DOWNSTREAM_LATENCY_MS.store(latency_ms, Ordering::Relaxed);
 }
 
-/// The service's routes: `POST /orders`, `GET`/`PUT /downstream`, `GET /metrics` and the
-/// actuator under `/actuator`.
+/// The service's routes: `POST /orders`, `GET /orders/{id}`, `GET`/`PUT /downstream`,
+/// `GET /metrics` and the actuator under `/actuator`.
 pub fn app() -> Router {
+    // `GET /orders/{id}` is guarded by a tower layer rather than by annotations: the same
+    // `orders` bulkhead and breaker as `create_order`, one limit for both routes.
+    let lookups = Router::new()
+        .route("/orders/{id}", get(get_order))
+        .route_layer(
+            GuardLayer::new(&[Guard::bulkhead(ORDERS), Guard::circuit_breaker(ORDERS)]).for_axum(),
+        );
     Router::new()
         .route("/orders", post(post_order))
+        .merge(lookups)
         .route(
             "/downstream",
             get(get_downstream).merge(put(put_downstream)),
@@ -326,6 +340,18 @@ async fn not_found(uri: axum::http::Uri) -> Response {
         Json(json!({ "error": "not_found", "message": format!("no route for {}", uri.path()) })),
     )
         .into_response()
+}
+
+/// `GET /orders/{id}`: the order's status, from the simulated downstream (its latency, and
+/// `502` while it fails). Guarded by the route's layer (see [`app`]): a refusal is the
+/// layer's `503`, and a `502` counts as a failure of the `orders` breaker.
+async fn get_order(UrlPath(id): UrlPath<u64>) -> Response {
+    let latency = Duration::from_millis(DOWNSTREAM_LATENCY_MS.load(Ordering::Relaxed));
+    tokio::time::sleep(latency).await;
+    if downstream_failing() {
+        return OrderError::Downstream.into_response();
+    }
+    Json(json!({ "order_id": id, "status": "placed" })).into_response()
 }
 
 /// `POST /orders`: validates the order, then runs it through [`create_order`].

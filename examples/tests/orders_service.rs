@@ -484,6 +484,55 @@ async fn a_failing_downstream_opens_the_breaker_and_orders_then_get_its_retry_af
     assert_eq!(body["error"], "invalid_body");
 }
 
+async fn get_order(client: &Client, addr: SocketAddr, id: u64) -> Response {
+    client
+        .get(format!("http://{addr}/orders/{id}"))
+        .send()
+        .await
+        .expect("the service answers")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_route_guarded_by_a_layer_shares_the_annotated_handlers_bulkhead_and_breaker() {
+    let _serial = SERIAL.lock().await;
+    let (addr, client, before) = start(settings(1, Duration::from_millis(600))).await;
+    let bulkhead = Registry::global().bulkhead(ORDERS);
+    let breaker = Registry::global().circuit_breaker(ORDERS);
+
+    // The annotated handler holds the one permit: the layer's route is refused by the same
+    // bulkhead, with the same response.
+    let placing = {
+        let client = client.clone();
+        tokio::spawn(async move { parts(post_order(&client, addr, order()).await).await })
+    };
+    until_bulkhead_full().await;
+    let (status, retry_after, body) = parts(get_order(&client, addr, 1).await).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(retry_after.as_deref(), Some("1"));
+    assert_eq!(body["error"], "bulkhead_full");
+    assert_eq!(body["instance"], ORDERS);
+    assert_eq!(placing.await.unwrap().0, StatusCode::OK);
+
+    let (status, _, body) = parts(get_order(&client, addr, 1).await).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, json!({ "order_id": 1, "status": "placed" }));
+
+    // A 502 of the route is a failure of the shared breaker.
+    switch_downstream(&client, addr, true).await;
+    let (status, _, _) = parts(get_order(&client, addr, 2).await).await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY);
+    switch_downstream(&client, addr, false).await;
+
+    // One bulkhead and one breaker, each call counted once, the refusal never a failure.
+    let metrics = bulkhead.metrics();
+    assert_eq!(metrics.permitted_calls() - before.permitted, 3);
+    assert_eq!(metrics.rejected_calls() - before.rejected, 1);
+    let metrics = breaker.metrics();
+    assert_eq!(metrics.total_successful_calls() - before.successful, 2);
+    assert_eq!(metrics.total_failed_calls() - before.failed, 1);
+    assert_eq!(metrics.total_not_permitted_calls(), before.not_permitted);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_order_is_422_and_takes_no_permit() {
     let _serial = SERIAL.lock().await;

@@ -64,8 +64,10 @@
 //! ```
 
 mod actuator;
+mod route;
 
 pub use actuator::{actuator, report, ACTUATOR_EVENTS};
+pub use route::{GuardRouteLayer, GuardRouteService, RouteFuture};
 
 use std::time::Duration;
 

@@ -497,3 +497,88 @@ fn the_response_future_is_send_when_the_inner_one_is() {
     let future = svc.call(Do::Answer(1));
     send(&future);
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_axum_router_guarded_by_the_layer_answers_refusals_as_responses() {
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use axum::routing::get;
+    use axum::Router;
+
+    let registry = registry_with_bulkhead("axum-route", 1, Duration::ZERO);
+    let limit = TimeLimiterConfig::builder()
+        .timeout_duration(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    registry
+        .configure_time_limiter("axum-route", limit)
+        .unwrap();
+    let guards = [
+        Guard::bulkhead("axum-route"),
+        Guard::time_limiter("axum-route"),
+    ];
+    let layer = GuardLayer::new(&guards)
+        .with_registry(registry.clone())
+        .for_axum();
+    let app: Router = Router::new()
+        .route("/fast", get(|| async { "done" }))
+        .route(
+            "/slow",
+            get(|| async {
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                "late"
+            }),
+        )
+        .route_layer(layer);
+    let request = |path: &str| Request::get(path).body(Body::empty()).unwrap();
+
+    let fast = app.clone().oneshot(request("/fast")).await.unwrap();
+    assert_eq!(fast.status(), StatusCode::OK);
+
+    let slow = app.clone().oneshot(request("/slow")).await.unwrap();
+    assert_eq!(slow.status(), StatusCode::GATEWAY_TIMEOUT);
+    assert!(slow.headers().get("retry-after").is_none());
+
+    // A request in flight holds the one permit: the next is a 503 with `Retry-After`.
+    let holding = tokio::spawn(app.clone().oneshot(request("/slow")));
+    while registry.bulkhead("axum-route").available_concurrent_calls() == 1 {
+        tokio::task::yield_now().await;
+    }
+    let shed = app.clone().oneshot(request("/fast")).await.unwrap();
+    assert_eq!(shed.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(shed.headers()["retry-after"], "1");
+    assert_eq!(
+        holding.await.unwrap().unwrap().status(),
+        StatusCode::GATEWAY_TIMEOUT
+    );
+
+    // The route layer of an axum app counts a 5xx as a failure (`ServerErrorsAreFailures`).
+    let breaker = [Guard::circuit_breaker("axum-route")];
+    let counted: Router = Router::new()
+        .route(
+            "/broken",
+            get(|| async { (StatusCode::INTERNAL_SERVER_ERROR, "broken") }),
+        )
+        .route("/missing", get(|| async { StatusCode::NOT_FOUND }))
+        .route_layer(
+            GuardLayer::new(&breaker)
+                .with_registry(registry.clone())
+                .for_axum(),
+        );
+    assert_eq!(
+        counted
+            .clone()
+            .oneshot(request("/broken"))
+            .await
+            .unwrap()
+            .status(),
+        500
+    );
+    assert_eq!(
+        counted.oneshot(request("/missing")).await.unwrap().status(),
+        404
+    );
+    let metrics = registry.circuit_breaker("axum-route").metrics();
+    assert_eq!(metrics.number_of_failed_calls(), 1);
+    assert_eq!(metrics.number_of_successful_calls(), 1);
+}
