@@ -63,6 +63,8 @@ cases=(
     tokio_timeout - yes -
     semaphore_recloser - yes -
     semaphore_async_recloser - yes -
+    two_gates_layer limit_loadshed_layer yes -
+    limit_loadshed_layer - yes -
     tokio_semaphore - no -
     bulkhead tokio_semaphore no -
     open_rejection_ours open_rejection_recloser no -

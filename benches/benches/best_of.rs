@@ -439,11 +439,86 @@ fn five_aspects(rounds: usize) {
     }
 }
 
-/// Nanoseconds per call of `call`, over one round of `CALLS` calls.
+/// A request through a tower layer around the same trivial service: ours (the bulkhead and
+/// breaker `best-of`, in the global registry and in one of its own), tower-resilience's
+/// bulkhead and breaker, and tower's own `ConcurrencyLimit` + `LoadShed` (a bulkhead alone).
+/// Same policies: 25 permits, refused at once when full; a count window of 100.
+fn tower_layer(rounds: usize) {
+    use resilience_runtime::tower::GuardLayer;
+    use tower::Layer;
+
+    let inner = || tower::service_fn(|()| bare(black_box(1)));
+    let two = [Guard::bulkhead("best-of"), Guard::circuit_breaker("best-of")];
+    let mut ours_two = GuardLayer::new(&two).layer(inner());
+    let mut ours_bulkhead = GuardLayer::new(&two[..1]).layer(inner());
+    let own = std::sync::Arc::new(Registry::new());
+    configure_gates_in(&own, "best-of");
+    let mut ours_own = GuardLayer::new(&two).with_registry(own).layer(inner());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let _context = rt.enter();
+    let mut tower_resilience = ServiceBuilder::new()
+        .layer(
+            tower_resilience_bulkhead::BulkheadLayer::builder()
+                .max_concurrent_calls(25)
+                .reject_when_full()
+                .build()
+                .expect("valid tower-resilience bulkhead"),
+        )
+        .layer(
+            tower_resilience_circuitbreaker::CircuitBreakerLayer::builder()
+                .failure_rate_threshold(0.5)
+                .sliding_window_size(100)
+                .minimum_number_of_calls(100)
+                .wait_duration_in_open(Duration::from_secs(3600))
+                .build()
+                .expect("valid tower-resilience breaker"),
+        )
+        .service(inner());
+    let mut limit_loadshed = ServiceBuilder::new()
+        .load_shed()
+        .concurrency_limit(25)
+        .service(inner());
+
+    let names = [
+        "bare",
+        "ours_layer_two",
+        "ours_layer_two_own",
+        "ours_layer_bulkhead",
+        "tower_resilience_two",
+        "tower_limit_loadshed",
+    ];
+    let best = best!(rounds;
+        "bare" => drop(poll_now(bare(black_box(1)))),
+        "ours_layer_two" => drop(tower_call(&mut ours_two)),
+        "ours_layer_two_own" => drop(tower_call(&mut ours_own)),
+        "ours_layer_bulkhead" => drop(tower_call(&mut ours_bulkhead)),
+        "tower_resilience_two" => drop(tower_call(&mut tower_resilience)),
+        "tower_limit_loadshed" => drop(tower_call(&mut limit_loadshed)),
+    );
+    println!(
+        "\na request through a tower layer, best of {rounds} rounds: ns per call, and over \
+         tower-resilience's two layers and tower's limit + load-shed"
+    );
+    for (name, time) in names.iter().zip(&best) {
+        println!(
+            "{name:22} {time:7.1}   {:.2}x  {:.2}x",
+            time / best[4],
+            time / best[5]
+        );
+    }
+}
+
 /// The policy of `semaphore+recloser` for the instances `name`: a bulkhead of 25, a count
 /// window of 100, no slow-call rule.
 fn configure_gates(name: &str) {
-    let registry = Registry::global();
+    configure_gates_in(Registry::global(), name);
+}
+
+/// [`configure_gates`] in `registry`.
+fn configure_gates_in(registry: &Registry, name: &str) {
     registry
         .configure_bulkhead(
             name,
@@ -611,6 +686,23 @@ fn main() {
         .skip(1)
         .find_map(|arg| arg.parse().ok())
         .unwrap_or(200);
+    // A word among the arguments runs that group alone: `best_of tower_layer`.
+    let only = std::env::args()
+        .skip(1)
+        .find(|arg| !arg.starts_with('-') && arg.parse::<usize>().is_err());
+    if let Some(group) = only {
+        configure_gates("best-of");
+        match group.as_str() {
+            "breaker_alone" => breaker_alone(rounds),
+            "rate_limiter_alone" => rate_limiter_alone(rounds),
+            "five_aspects" => five_aspects(rounds),
+            "tower_layer" => tower_layer(rounds),
+            other => panic!(
+                "no group `{other}`: breaker_alone, rate_limiter_alone, five_aspects, tower_layer"
+            ),
+        }
+        return;
+    }
     // The policy of `semaphore+recloser`: 25 permits, count window of 100, no slow-call rule.
     let registry = Registry::global();
     configure_gates("best-of");
@@ -679,6 +771,8 @@ fn main() {
     rate_limiter_alone(rounds);
 
     five_aspects(rounds);
+
+    tower_layer(rounds);
 
     metrics_on_and_off(rounds);
 

@@ -25,6 +25,18 @@ use resilience_runtime::{
 mod common;
 use common::{bare, poll_now, CallError};
 
+/// One request through a tower service: `poll_ready`, `call`, the response future polled once.
+#[inline(always)]
+fn tower_call<S: tower::Service<()>>(service: &mut S) -> Result<S::Response, S::Error> {
+    use std::task::{Context, Poll, Waker};
+    match service.poll_ready(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(Ok(())) => {}
+        Poll::Ready(Err(e)) => return Err(e),
+        Poll::Pending => panic!("a measured service must be ready"),
+    }
+    poll_now(service.call(()))
+}
+
 /// The cases, in the order `scripts/instructions.sh` prints them.
 const CASES: &[&str] = &[
     "bare",
@@ -50,6 +62,8 @@ const CASES: &[&str] = &[
     "tokio_timeout",
     "semaphore_recloser",
     "semaphore_async_recloser",
+    "two_gates_layer",
+    "limit_loadshed_layer",
     "tokio_semaphore",
     "bulkhead",
     "open_rejection_ours",
@@ -494,6 +508,25 @@ fn main() -> ExitCode {
                 black_box(poll_now(tokio::time::timeout(TIMEOUT, bare(black_box(1)))))
                     .expect("in time")
                     .unwrap();
+            })
+        }
+        "two_gates_layer" => {
+            use resilience_runtime::tower::GuardLayer;
+            use tower::Layer;
+            configure_gates();
+            let guards = [Guard::bulkhead(GATES), Guard::circuit_breaker(GATES)];
+            let mut svc = GuardLayer::new(&guards).layer(tower::service_fn(|()| bare(black_box(1))));
+            run(n, || {
+                black_box(tower_call(black_box(&mut svc))).unwrap();
+            })
+        }
+        "limit_loadshed_layer" => {
+            let mut svc = tower::ServiceBuilder::new()
+                .load_shed()
+                .concurrency_limit(25)
+                .service(tower::service_fn(|()| bare(black_box(1))));
+            run(n, || {
+                black_box(tower_call(black_box(&mut svc))).unwrap();
             })
         }
         "semaphore_recloser" => {

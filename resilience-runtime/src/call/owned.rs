@@ -45,6 +45,7 @@ impl Owned {
     /// # Errors
     ///
     /// The refusal of the first gate that refused the call; nothing is then held.
+    #[inline(always)]
     pub(crate) fn enter(plan: SitePlan) -> Result<OwnedEntry, Rejected> {
         debug_assert!(
             !plan.has_wrappers(),
@@ -93,6 +94,7 @@ impl Owned {
     /// Should it panic, the permits go during the unwind, recording nothing.
     ///
     /// [`Entered::run_async`]: super::Entered::run_async
+    #[inline(always)]
     pub(crate) fn run<F, C>(self, make: impl FnOnce() -> F, classify: C) -> OwnedRun<F, C> {
         let call = on_chain(&self.held, make);
         let Owned { held, plan } = self;
