@@ -448,7 +448,10 @@ fn tower_layer(rounds: usize) {
     use tower::Layer;
 
     let inner = || tower::service_fn(|()| bare(black_box(1)));
-    let two = [Guard::bulkhead("best-of"), Guard::circuit_breaker("best-of")];
+    let two = [
+        Guard::bulkhead("best-of"),
+        Guard::circuit_breaker("best-of"),
+    ];
     let mut ours_two = GuardLayer::new(&two).layer(inner());
     let mut ours_bulkhead = GuardLayer::new(&two[..1]).layer(inner());
     let own = std::sync::Arc::new(Registry::new());

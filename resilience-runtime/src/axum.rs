@@ -221,6 +221,63 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_lists_every_error_code_status_and_aspect() {
+        let name = || Name::from("orders");
+        let every = [
+            Rejected::BulkheadFull {
+                name: name(),
+                waited: Duration::ZERO,
+            },
+            not_permitted(CircuitState::Open, None),
+            Rejected::RequestNotPermitted {
+                name: name(),
+                retry_after: Duration::ZERO,
+            },
+            Rejected::TimedOut {
+                name: name(),
+                timeout: Duration::ZERO,
+            },
+            Rejected::WouldBlock {
+                aspect: Aspect::Bulkhead,
+                name: name(),
+            },
+            Rejected::Reentrant {
+                aspect: Aspect::Bulkhead,
+                name: name(),
+            },
+            Rejected::Unconfigured {
+                aspect: Aspect::Retry,
+                name: name(),
+            },
+        ];
+        // A new variant does not compile here until it has a sample above.
+        let index = |rejected: &Rejected| match rejected {
+            Rejected::BulkheadFull { .. } => 0,
+            Rejected::CallNotPermitted { .. } => 1,
+            Rejected::RequestNotPermitted { .. } => 2,
+            Rejected::TimedOut { .. } => 3,
+            Rejected::WouldBlock { .. } => 4,
+            Rejected::Reentrant { .. } => 5,
+            Rejected::Unconfigured { .. } => 6,
+        };
+        assert!(every.iter().map(index).eq(0..every.len()));
+        let readme = include_str!("../README.md");
+        for rejected in &every {
+            let (status, _, code) = parts(rejected);
+            assert!(
+                readme.contains(&format!("`{code}`")),
+                "README lacks `{code}`"
+            );
+            let row = format!("| {} |", status.as_u16());
+            assert!(readme.contains(&row), "README's table lacks {row}");
+        }
+        for aspect in Aspect::ALL {
+            let listed = format!("`{}`", aspect.as_str());
+            assert!(readme.contains(&listed), "README lacks the aspect {listed}");
+        }
+    }
+
+    #[test]
     fn a_rate_limiter_refusal_is_429_with_its_wait_rounded_up() {
         for (wait, header) in [
             (Duration::from_millis(12), "1"),

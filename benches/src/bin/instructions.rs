@@ -515,7 +515,8 @@ fn main() -> ExitCode {
             use tower::Layer;
             configure_gates();
             let guards = [Guard::bulkhead(GATES), Guard::circuit_breaker(GATES)];
-            let mut svc = GuardLayer::new(&guards).layer(tower::service_fn(|()| bare(black_box(1))));
+            let mut svc =
+                GuardLayer::new(&guards).layer(tower::service_fn(|()| bare(black_box(1))));
             run(n, || {
                 black_box(tower_call(black_box(&mut svc))).unwrap();
             })
