@@ -264,6 +264,69 @@ fn bulkhead_admission(c: &mut Criterion) {
     g.finish();
 }
 
+// ---------------------------------------------------------------- tower layers
+
+/// A request through a tower layer around the same no-op service: ours (a bulkhead and a
+/// breaker of the global registry), tower-resilience's bulkhead and breaker, and tower's own
+/// `ConcurrencyLimit` + `LoadShed` (a bulkhead alone). 25 permits, refused at once when full;
+/// a count window of 100.
+fn tower_layer(c: &mut Criterion) {
+    use resilience_runtime::tower::GuardLayer;
+    use tower::Layer;
+
+    let mut g = c.benchmark_group("tower_layer");
+    let registry = Registry::global();
+    registry
+        .configure_bulkhead("bench-layer", bulkhead_config(true))
+        .expect("bulkhead");
+    registry
+        .configure_circuit_breaker(
+            "bench-layer",
+            breaker_config_equal(SlidingWindow::CountBased(100)),
+        )
+        .expect("breaker");
+    let guards = [
+        Guard::bulkhead("bench-layer"),
+        Guard::circuit_breaker("bench-layer"),
+    ];
+    let mut ours = GuardLayer::new(&guards).layer(noop_service());
+    g.bench_function("ours", |b| {
+        b.iter(|| tower_call(black_box(&mut ours)).unwrap())
+    });
+    let mut limit = ServiceBuilder::new()
+        .load_shed()
+        .concurrency_limit(25)
+        .service(noop_service());
+    g.bench_function("tower_limit_loadshed", |b| {
+        b.iter(|| tower_call(black_box(&mut limit)).unwrap())
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let _context = rt.enter();
+    let bulkhead = tower_resilience_bulkhead::BulkheadLayer::builder()
+        .max_concurrent_calls(25)
+        .reject_when_full()
+        .build()
+        .expect("valid tower-resilience bulkhead");
+    let breaker = tower_resilience_circuitbreaker::CircuitBreakerLayer::builder()
+        .failure_rate_threshold(0.5)
+        .sliding_window_size(100)
+        .minimum_number_of_calls(100)
+        .wait_duration_in_open(Duration::from_secs(3600))
+        .build()
+        .expect("valid tower-resilience breaker");
+    let mut trb = ServiceBuilder::new()
+        .layer(bulkhead)
+        .layer(breaker)
+        .service(noop_service());
+    g.bench_function("tower_resilience", |b| {
+        b.iter(|| tower_call(black_box(&mut trb)).unwrap())
+    });
+    g.finish();
+}
+
 // ---------------------------------------------------------------- rate limiter
 //
 // The equal policy: 10⁹ permissions per second, our highest rate (one per nanosecond,
@@ -1110,7 +1173,7 @@ criterion_group! {
     config = config();
     targets = components, breaker_closed, breaker_closed_2threads, bulkhead_admission,
         rate_limiter_permit, rate_limiter_permit_2threads, guarded_call, retry_success,
-        time_limiter_ready, five_aspects, open_rejection,
+        time_limiter_ready, five_aspects, open_rejection, tower_layer,
         rate_limiter_refusal, bulkhead_fairness, scaling_window, scaling_rate_limiter,
         scaling_registry
 }
