@@ -39,7 +39,9 @@ impl Kind {
 
     /// The aspect table: one row per aspect.
     pub(crate) const fn row(self) -> Row {
-        use Key::{Crate, Fallback, FallbackOnError, Ignore, Name, Record, Registry, RetryOn};
+        use Key::{
+            Crate, Fallback, FallbackOnError, Ignore, Name, Record, Registry, RetryAfter, RetryOn,
+        };
         match self {
             Kind::Bulkhead => Row {
                 attr: "bulkhead",
@@ -51,7 +53,15 @@ impl Kind {
             },
             Kind::Retry => Row {
                 attr: "retry",
-                keys: &[Name, RetryOn, Fallback, FallbackOnError, Registry, Crate],
+                keys: &[
+                    Name,
+                    RetryOn,
+                    RetryAfter,
+                    Fallback,
+                    FallbackOnError,
+                    Registry,
+                    Crate,
+                ],
             },
             Kind::CircuitBreaker => Row {
                 attr: "circuit_breaker",
@@ -117,6 +127,8 @@ pub(crate) enum Key {
     Record,
     /// `retry_on = path`: errors a retry retries.
     RetryOn,
+    /// `retry_after = path`: the least wait an error asks for before the next attempt.
+    RetryAfter,
     /// `registry = path`: the registry the call site uses instead of the global one.
     Registry,
     /// `crate = "path"`: where `resilience_runtime` is.
@@ -124,13 +136,14 @@ pub(crate) enum Key {
 }
 
 impl Key {
-    const ALL: [Key; 8] = [
+    const ALL: [Key; 9] = [
         Key::Name,
         Key::Fallback,
         Key::FallbackOnError,
         Key::Ignore,
         Key::Record,
         Key::RetryOn,
+        Key::RetryAfter,
         Key::Registry,
         Key::Crate,
     ];
@@ -147,6 +160,7 @@ impl Key {
             Key::Ignore => "ignore",
             Key::Record => "record",
             Key::RetryOn => "retry_on",
+            Key::RetryAfter => "retry_after",
             Key::Registry => "registry",
             Key::Crate => "crate",
         }
@@ -161,6 +175,7 @@ impl Key {
             Key::Ignore => "is_client_error",
             Key::Record => "is_transient",
             Key::RetryOn => "is_transient",
+            Key::RetryAfter => "server_retry_after",
             Key::Registry => "crate::REGISTRY",
             Key::Crate => "\"my_resilience\"",
         }
@@ -177,6 +192,10 @@ impl Key {
             ),
             (Key::RetryOn, Some(owner)) if owner != kind => format!(
                 " (`retry_on` chooses which errors a retry retries: give it on `#[{}]`)",
+                owner.attr_name()
+            ),
+            (Key::RetryAfter, Some(owner)) if owner != kind => format!(
+                " (`retry_after` is how long an error asks a retry to wait: give it on `#[{}]`)",
                 owner.attr_name()
             ),
             _ => String::new(),
@@ -220,6 +239,7 @@ pub(crate) struct AspectArgs {
     pub(crate) ignore: Option<PathArg>,
     pub(crate) record: Option<PathArg>,
     pub(crate) retry_on: Option<PathArg>,
+    pub(crate) retry_after: Option<PathArg>,
     pub(crate) registry: Option<PathArg>,
     pub(crate) krate: Option<PathArg>,
 }
@@ -239,6 +259,7 @@ fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<Asp
     let mut ignore = None;
     let mut record = None;
     let mut retry_on = None;
+    let mut retry_after = None;
     let mut registry = None;
     let mut krate = None;
     let mut seen: Vec<Ident> = Vec::new();
@@ -337,6 +358,7 @@ fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<Asp
             Key::Ignore => ignore = Some(path_arg(kind, which, &key, &value)?),
             Key::Record => record = Some(path_arg(kind, which, &key, &value)?),
             Key::RetryOn => retry_on = Some(path_arg(kind, which, &key, &value)?),
+            Key::RetryAfter => retry_after = Some(path_arg(kind, which, &key, &value)?),
             Key::Registry => {
                 let Expr::Path(ExprPath {
                     path, qself: None, ..
@@ -382,6 +404,7 @@ fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<Asp
         ignore,
         record,
         retry_on,
+        retry_after,
         registry,
         krate,
     })

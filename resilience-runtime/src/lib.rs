@@ -39,6 +39,9 @@ mod plan_cache;
 pub mod rate_limiter;
 mod recent;
 mod registry;
+#[cfg(feature = "reqwest")]
+#[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
+pub mod reqwest;
 pub mod retry;
 mod slot;
 mod subscribers;
@@ -123,6 +126,7 @@ pub mod __private {
     pub use crate::plan_cache::SitePlan;
     pub use crate::registry::Registry;
     pub use inventory;
+    use std::time::Duration;
 
     /// How a guarded function's `Result` counts for its breaker: `Ok` is a success; an `Err`
     /// is ignored if `ignore` says so, else a failure if `record` says so, else a success
@@ -155,6 +159,25 @@ pub mod __private {
             Ok(_) => false,
             Err(e) => retry_on(e),
         }
+    }
+
+    /// The least wait before the next attempt that `result` asks for: `retry_after` of an
+    /// `Err` (`#[retry(retry_after = path)]`).
+    #[inline]
+    pub fn retry_after<T, E>(
+        result: &Result<T, E>,
+        retry_after: impl FnOnce(&E) -> Option<Duration>,
+    ) -> Option<Duration> {
+        match result {
+            Ok(_) => None,
+            Err(e) => retry_after(e),
+        }
+    }
+
+    /// No result asks for a wait of its own (a `#[retry]` without `retry_after`).
+    #[inline(always)]
+    pub fn no_retry_after<R>(_: &R) -> Option<Duration> {
+        None
     }
 
     /// A clone of a by-value argument for one more attempt of a `#[retry]` function.

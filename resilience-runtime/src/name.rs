@@ -39,6 +39,7 @@ impl Name {
     }
 
     /// The name, borrowed for the life of the process (names are interned, never freed).
+    #[cfg(any(feature = "tower", feature = "reqwest"))]
     pub(crate) fn as_static(&self) -> &'static str {
         self.0
     }

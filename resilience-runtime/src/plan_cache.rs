@@ -37,6 +37,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use arc_swap::ArcSwapOption;
 use once_cell::race::OnceRef;
 
+#[cfg(any(feature = "tower", feature = "reqwest"))]
 use crate::name::Name;
 use crate::plan::{Guard, GuardListError, Plan};
 use crate::registry::Registry;
@@ -129,6 +130,7 @@ impl PlanCache {
     /// The cache of a guard list known only at run time (a tower layer's, already checked):
     /// one per distinct list, kept for the life of the process as the names in it are, so
     /// that a layer built again over the same guards shares its interned plans.
+    #[cfg(any(feature = "tower", feature = "reqwest"))]
     pub(crate) fn for_list(guards: &[Guard<'_>]) -> &'static PlanCache {
         static LISTS: Mutex<Vec<&'static PlanCache>> = Mutex::new(Vec::new());
         let mut lists = LISTS.lock().unwrap_or_else(PoisonError::into_inner);

@@ -73,6 +73,9 @@ pub(crate) struct Ended {
     pub(crate) attempted: Attempted,
     /// Whether it failed, as a time limiter counts it (a refusal is a failure).
     pub(crate) failed: bool,
+    /// The least wait before another run that a failure asks for itself (a server's
+    /// `Retry-After`, through the caller's `retry_after`); `None` for any other end.
+    pub(crate) retry_after: Option<Duration>,
 }
 
 /// How one run of the rest ended, as a retry sees it.

@@ -314,3 +314,55 @@ async fn an_async_trait_method_is_retried() {
     assert_eq!(remote.find("k".into()).await, Ok("k".into()));
     assert_eq!(remote.calls.load(Ordering::SeqCst), 2);
 }
+
+/// A dependency's error that says how long to wait before asking again.
+#[derive(Debug)]
+enum Throttled {
+    Rejected(#[allow(dead_code)] Rejected),
+    For(Duration),
+    Down,
+}
+
+impl From<Rejected> for Throttled {
+    fn from(rejected: Rejected) -> Self {
+        Throttled::Rejected(rejected)
+    }
+}
+
+fn wait_asked(error: &Throttled) -> Option<Duration> {
+    match error {
+        Throttled::For(wait) => Some(*wait),
+        _ => None,
+    }
+}
+
+static THROTTLED_CALLS: AtomicU32 = AtomicU32::new(0);
+
+#[retry(name = "retry-after-hint", retry_after = wait_asked)]
+fn throttled_once(hint: Option<Duration>) -> Result<u32, Throttled> {
+    match THROTTLED_CALLS.fetch_add(1, Ordering::SeqCst) {
+        0 => Err(hint.map_or(Throttled::Down, Throttled::For)),
+        n => Ok(n),
+    }
+}
+
+#[test]
+fn a_retry_waits_at_least_what_the_error_asks_for() {
+    quick_retry("retry-after-hint", 2);
+    let waits = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = std::sync::Arc::clone(&waits);
+    Registry::global()
+        .retry("retry-after-hint")
+        .subscribe(move |event| {
+            if let resilience_runtime::RetryEvent::Retry { wait, .. } = event {
+                seen.lock().unwrap().push(*wait);
+            }
+        });
+    // Asked for 30 ms: waited at least that, not the configured 1 ms.
+    assert_eq!(throttled_once(Some(Duration::from_millis(30))).unwrap(), 1);
+    // An error that asks for nothing waits the configured time.
+    THROTTLED_CALLS.store(0, Ordering::SeqCst);
+    assert_eq!(throttled_once(None).unwrap(), 1);
+    let waits = waits.lock().unwrap().clone();
+    assert_eq!(waits, [Duration::from_millis(30), Duration::from_millis(1)]);
+}

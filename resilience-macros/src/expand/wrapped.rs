@@ -60,7 +60,7 @@ pub(super) fn wrapped_body(
         returns_result,
     } = parts;
     let retries = stack.of(Kind::Retry);
-    let (failed, retry_on) = if *returns_result {
+    let (failed, retry_on, retry_after) = if *returns_result {
         let retry_on = match retries.and_then(|r| r.retry_on.as_ref()) {
             // Only the path carries the user's span, as for `ignore` / `record`.
             Some(predicate) => {
@@ -69,9 +69,20 @@ pub(super) fn wrapped_body(
             }
             None => quote!(#private::is_err),
         };
-        (quote!(#private::is_err), retry_on)
+        let retry_after = match retries.and_then(|r| r.retry_after.as_ref()) {
+            Some(hint) => {
+                let path = &hint.path;
+                quote!(|#result| #private::retry_after(#result, |#error| #path(#error)))
+            }
+            None => quote!(#private::no_retry_after),
+        };
+        (quote!(#private::is_err), retry_on, retry_after)
     } else {
-        (quote!(|_| false), quote!(|_| false))
+        (
+            quote!(|_| false),
+            quote!(|_| false),
+            quote!(#private::no_retry_after),
+        )
     };
     let run = match (body, retries.is_some()) {
         (Body::Sync(stmts), _) => {
@@ -83,6 +94,7 @@ pub(super) fn wrapped_body(
                     #classify,
                     #failed,
                     #retry_on,
+                    #retry_after,
                 )
             }
         }
@@ -95,6 +107,7 @@ pub(super) fn wrapped_body(
                     #classify,
                     #failed,
                     #retry_on,
+                    #retry_after,
                 )
                 .await
             }

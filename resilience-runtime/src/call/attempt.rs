@@ -2,6 +2,8 @@
 //! a retry ([`Repeat`]) or once ([`OneShot`]), and judged for the breakers, the retry and the
 //! time limiter ([`Judge`]).
 
+use std::time::Duration;
+
 use crate::error::Rejected;
 use crate::outcome::CallOutcome;
 use crate::plan::Step;
@@ -63,6 +65,21 @@ pub(crate) trait Judge<R> {
     fn attempted(&self, result: &R) -> Attempted;
     /// Whether it is a failure, as a time limiter counts it.
     fn failed(&self, result: &R) -> bool;
+    /// The least wait before another attempt that the result asks for (a server's
+    /// `Retry-After`): none unless the caller says how to read it.
+    fn retry_after(&self, result: &R) -> Option<Duration> {
+        let _ = result;
+        None
+    }
+    /// [`retry_after`](Self::retry_after) of a result a retry retries; `None` for any other
+    /// (asked only off the success path).
+    #[inline(always)]
+    fn retry_after_failed(&self, attempted: Attempted, result: &R) -> Option<Duration> {
+        match attempted {
+            Attempted::Failed => self.retry_after(result),
+            _ => None,
+        }
+    }
 }
 
 /// A retry follows the breakers' classification: it retries a failure, lets an ignored
@@ -89,19 +106,26 @@ impl<R, C: Fn(&R) -> CallOutcome> Judge<R> for ByOutcome<C> {
 }
 
 /// The judge of a guarded function (the macros'): the breakers' classification (`ignore`,
-/// `record`), whether the result is an `Err`, and whether the retry retries it (`retry_on`).
-pub(crate) struct Judged<C, F, Q> {
+/// `record`), whether the result is an `Err`, whether the retry retries it (`retry_on`), and
+/// the least wait it asks for before the next attempt (`retry_after`).
+pub(crate) struct Judged<C, F, Q, W> {
     pub(crate) classify: C,
     pub(crate) failed: F,
     pub(crate) retry_on: Q,
+    pub(crate) retry_after: W,
 }
 
-impl<R, C, F, Q> Judge<R> for Judged<C, F, Q>
+impl<R, C, F, Q, W> Judge<R> for Judged<C, F, Q, W>
 where
     C: Fn(&R) -> CallOutcome,
     F: Fn(&R) -> bool,
     Q: Fn(&R) -> bool,
+    W: Fn(&R) -> Option<Duration>,
 {
+    #[inline]
+    fn retry_after(&self, result: &R) -> Option<Duration> {
+        (self.retry_after)(result)
+    }
     #[inline]
     fn outcome(&self, result: &R) -> CallOutcome {
         (self.classify)(result)
@@ -155,8 +179,13 @@ pub(super) fn finish<R>(
 
 /// How the rest of a plan ended, as a wrapper around it sees it.
 pub(super) fn ended<R>(judge: &impl Judge<R>, result: &Result<R, Rejected>) -> Ended {
+    let attempted = attempted(judge, result);
     Ended {
-        attempted: attempted(judge, result),
+        attempted,
         failed: !succeeded(judge, result),
+        retry_after: match result {
+            Ok(result) => judge.retry_after_failed(attempted, result),
+            Err(_) => None,
+        },
     }
 }

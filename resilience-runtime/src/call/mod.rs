@@ -304,7 +304,7 @@ impl Plan {
 /// The guarded call of a function whose stack has a wrapper (`#[retry]`, `#[time_limiter]`),
 /// for the attribute macros: `call` is made once per attempt; `classify` is the breakers'
 /// classification, `failed` says whether a result is an `Err`, `retry_on` whether the retry
-/// retries it.
+/// retries it, `retry_after` the least wait a retried result asks for.
 #[doc(hidden)]
 #[inline]
 pub fn run_wrapped<R>(
@@ -313,11 +313,13 @@ pub fn run_wrapped<R>(
     classify: impl Fn(&R) -> CallOutcome,
     failed: impl Fn(&R) -> bool,
     retry_on: impl Fn(&R) -> bool,
+    retry_after: impl Fn(&R) -> Option<std::time::Duration>,
 ) -> Result<R, Rejected> {
     let judge = Judged {
         classify,
         failed,
         retry_on,
+        retry_after,
     };
     plan.run_wrapped(Repeat(call), &judge)
 }
@@ -330,11 +332,13 @@ pub async fn run_wrapped_async<R, F: Future<Output = R>>(
     classify: impl Fn(&R) -> CallOutcome,
     failed: impl Fn(&R) -> bool,
     retry_on: impl Fn(&R) -> bool,
+    retry_after: impl Fn(&R) -> Option<std::time::Duration>,
 ) -> Result<R, Rejected> {
     let judge = Judged {
         classify,
         failed,
         retry_on,
+        retry_after,
     };
     plan.run_wrapped_async(Repeat(&mut call), judge).await
 }
@@ -352,6 +356,7 @@ pub async fn run_wrapped_future<R, F: Future<Output = R>>(
         classify,
         failed,
         retry_on: |_: &R| false,
+        retry_after: |_: &R| None,
     };
     plan.run_wrapped_async(OneShot(Some(move || call)), judge)
         .await

@@ -60,6 +60,7 @@ pub fn run_judged<R>(
         classify,
         failed,
         retry_on,
+        retry_after: |_: &R| None,
     };
     start(plan, &mut Repeat(call), &judge)
 }
@@ -92,6 +93,7 @@ pub async fn run_judged_async<R: Send, F: Future<Output = R> + Send>(
         classify,
         failed,
         retry_on,
+        retry_after: |_: &R| None,
     };
     if once {
         start_async(plan, &mut OneShot(Some(&mut call)), &judge).await

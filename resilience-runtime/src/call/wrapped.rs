@@ -140,9 +140,11 @@ impl Plan {
         A: Attempt,
         J: Judge<A::Output>,
     {
+        let attempted = judge.attempted(output);
         let ended = Ended {
-            attempted: judge.attempted(output),
+            attempted,
             failed: judge.failed(output),
+            retry_after: judge.retry_after_failed(attempted, output),
         };
         // A first attempt that succeeded may be seen by the wrappers before the gates record
         // it, in one pass (the common case), where no event can show the order; otherwise the

@@ -71,6 +71,10 @@ const HINTS: &[(&str, &str)] = &[
         "which results are retried is said in code: `#[retry(name, retry_on = path)]`",
     ),
     (
+        "interval_bi_function",
+        "a wait asked for by the error is said in code: `#[retry(name, retry_after = path)]`",
+    ),
+    (
         "max_retry_attempts",
         "Resilience4j's older name of `max_attempts`; write `max_attempts`",
     ),

@@ -22,6 +22,11 @@ use crate::name::Name;
 /// set: an open breaker says "stop calling", and retrying it only adds load. A time limiter's
 /// [`TimedOut`](crate::Rejected::TimedOut) is a failure of the attempt and is retried.
 ///
+/// A failure may ask for a longer wait itself (Resilience4j's `intervalBiFunction`): with
+/// `retry_after = path` on `#[retry]` (a `fn(&E) -> Option<Duration>`, such as a server's
+/// `Retry-After` carried in the error), the wait before the next attempt is at least what
+/// it returns; the reqwest middleware reads a `429`'s or a `503`'s `Retry-After` so.
+///
 /// A configuration records which fields were set explicitly: one built on a
 /// [`base`](RetryConfigBuilder::base) takes every field it does not set from that base when
 /// the registry installs it (Resilience4j's `baseConfig`).

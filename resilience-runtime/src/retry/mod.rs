@@ -216,7 +216,8 @@ pub(crate) struct Attempts<'r> {
 impl Attempts<'_> {
     /// [`WrapCall::after`] past a first attempt that succeeded.
     #[cold]
-    fn after_slow(&mut self, attempted: Attempted, repeatable: bool) -> Next {
+    fn after_slow(&mut self, ended: Ended, repeatable: bool) -> Next {
+        let attempted = ended.attempted;
         let retry = self.retry;
         let attempts = self.attempt;
         let retried = attempts > 1;
@@ -236,6 +237,9 @@ impl Attempts<'_> {
         };
         let wait = (retryable && repeatable && attempts < config.max_attempts())
             .then(|| config.jittered_wait(attempts, fastrand::f64()))
+            // A failure that says how long to wait (a server's `Retry-After`) is waited for at
+            // least that long.
+            .map(|wait| ended.retry_after.map_or(wait, |least| wait.max(least)))
             // A sync call on a current-thread runtime does not block it to wait: it ends here.
             .filter(|wait| {
                 !self.blocking || wait.is_zero() || Blocking::here() != Blocking::Refused
@@ -299,7 +303,7 @@ impl<'r> WrapCall<'r> for Attempts<'r> {
                 .fetch_add(1, Ordering::Relaxed);
             return Next::Stop;
         }
-        self.after_slow(ended.attempted, repeatable)
+        self.after_slow(ended, repeatable)
     }
 
     fn sleep(&self, wait: Duration) -> Sleep<'r> {
