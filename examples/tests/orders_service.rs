@@ -534,6 +534,62 @@ async fn the_route_guarded_by_a_layer_shares_the_annotated_handlers_bulkhead_and
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_through_the_middleware_counts_sheds_as_refusals_and_failures_as_failures() {
+    use resilience_examples::client::{self, ClientSettings, Tally, CLIENT};
+
+    let _serial = SERIAL.lock().await;
+    let (addr, _, before) = start(settings(2, Duration::from_millis(300))).await;
+    let orders = ClientSettings {
+        base_url: format!("http://{addr}"),
+        orders: 12,
+        concurrency: 6,
+    };
+    client::configure(&orders).unwrap();
+    let http = client::client(&orders).unwrap();
+    let tally = client::place_orders(&http, &orders).await;
+    // Six at once against a bulkhead of two: the service sheds some with 503 + Retry-After.
+    assert_eq!(tally.placed + tally.shed_by_service, 12, "{tally}");
+    assert!(tally.placed >= 2 && tally.shed_by_service >= 1, "{tally}");
+    assert_eq!((tally.refused_by_client, tally.failed), (0, 0), "{tally}");
+    let rejected = Registry::global()
+        .bulkhead(ORDERS)
+        .metrics()
+        .rejected_calls();
+    assert_eq!(rejected - before.rejected, u64::from(tally.shed_by_service));
+    let breaker = Registry::global().circuit_breaker(CLIENT);
+    assert_eq!(breaker.state(), CircuitState::Closed);
+    assert_eq!(
+        breaker.metrics().number_of_failed_calls(),
+        0,
+        "sheds are not failures"
+    );
+
+    // A failing service is what opens the client's breaker: then it refuses without sending.
+    switch_downstream(&reqwest::Client::new(), addr, true).await;
+    let failing = ClientSettings {
+        orders: 25,
+        concurrency: 1,
+        ..orders
+    };
+    let placed = tally.placed;
+    let tally = client::place_orders(&http, &failing).await;
+    switch_downstream(&reqwest::Client::new(), addr, false).await;
+    // The breaker's window of 20 held the placed orders; the failures fill the rest of it
+    // and it opens at half of them failed.
+    let failed = 20 - placed;
+    assert_eq!(
+        tally,
+        Tally {
+            placed: 0,
+            shed_by_service: 0,
+            refused_by_client: 25 - failed,
+            failed,
+        }
+    );
+    assert_eq!(breaker.state(), CircuitState::Open);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_order_is_422_and_takes_no_permit() {
     let _serial = SERIAL.lock().await;
     let (addr, client, before) = start(settings(2, Duration::ZERO)).await;

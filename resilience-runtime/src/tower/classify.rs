@@ -56,17 +56,22 @@ impl<Response, Error> Classifier<Response, Error> for ErrorsAreFailures {
 
 /// The [`Classifier`] of an HTTP service: a `5xx` response and an `Err` (a transport error:
 /// no response at all) are failures; every other response, `4xx` included, is a success: a
-/// client's mistake says nothing of the server's health.
+/// client's mistake says nothing of the server's health. A `429`, and a `503` that carries
+/// `Retry-After`, are neither: they are a server shedding load (this library's own refusals
+/// are answered so), which a breaker that counted them would mistake for a failing server.
 ///
 /// ```
 /// use resilience_runtime::tower::{Classifier, ServerErrorsAreFailures};
 /// use resilience_runtime::CallOutcome;
 ///
-/// let ok = http::Response::builder().status(404).body(()).unwrap();
-/// let down = http::Response::builder().status(502).body(()).unwrap();
+/// let status = |code: u16| http::Response::builder().status(code).body(()).unwrap();
 /// let classify = |r: Result<_, std::io::Error>| ServerErrorsAreFailures.classify(&r);
-/// assert_eq!(classify(Ok(ok)), CallOutcome::Success);
-/// assert_eq!(classify(Ok(down)), CallOutcome::Failure);
+/// assert_eq!(classify(Ok(status(404))), CallOutcome::Success);
+/// assert_eq!(classify(Ok(status(502))), CallOutcome::Failure);
+/// assert_eq!(classify(Ok(status(429))), CallOutcome::Ignored);
+/// let shed = http::Response::builder().status(503).header("retry-after", "1").body(()).unwrap();
+/// assert_eq!(classify(Ok(shed)), CallOutcome::Ignored);
+/// assert_eq!(classify(Ok(status(503))), CallOutcome::Failure);
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ServerErrorsAreFailures;
@@ -75,9 +80,21 @@ impl<Body, Error> Classifier<http::Response<Body>, Error> for ServerErrorsAreFai
     #[inline]
     fn classify(&self, result: &Result<http::Response<Body>, Error>) -> CallOutcome {
         match result {
+            Ok(response) if sheds(response) => CallOutcome::Ignored,
             Ok(response) if response.status().is_server_error() => CallOutcome::Failure,
             Ok(_) => CallOutcome::Success,
             Err(_) => CallOutcome::Failure,
         }
+    }
+}
+
+/// Whether `response` is a server shedding load: a `429`, or a `503` with `Retry-After`.
+fn sheds<Body>(response: &http::Response<Body>) -> bool {
+    match response.status() {
+        http::StatusCode::TOO_MANY_REQUESTS => true,
+        http::StatusCode::SERVICE_UNAVAILABLE => {
+            response.headers().contains_key(http::header::RETRY_AFTER)
+        }
+        _ => false,
     }
 }
