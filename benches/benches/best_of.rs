@@ -616,6 +616,68 @@ fn rate_limiter_alone(rounds: usize) {
     println!("governor_2threads    {governor_two:6.1}");
 }
 
+/// One request through the reqwest middleware (a bulkhead and a breaker) against the same
+/// request through a bare `reqwest-middleware` client, both to an axum server on loopback:
+/// the best of `rounds / 10` interleaved rounds of 200 sequential requests, in µs per request.
+fn http_client(rounds: usize) {
+    use resilience_runtime::reqwest::GuardMiddleware;
+    use resilience_runtime::Aspect;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let addr = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let app = axum::Router::new().route("/", axum::routing::get(|| async { "ok" }));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        addr
+    });
+    let url = format!("http://{addr}/");
+    let inner = || {
+        reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .expect("client")
+    };
+    let bare = reqwest_middleware::ClientBuilder::new(inner()).build();
+    let guards = GuardMiddleware::new(&[Aspect::Bulkhead, Aspect::CircuitBreaker])
+        .host("127.0.0.1", "best-of");
+    let guarded = reqwest_middleware::ClientBuilder::new(inner())
+        .with(guards)
+        .build();
+    let round = |client: &reqwest_middleware::ClientWithMiddleware| {
+        const REQUESTS: u32 = 200;
+        runtime.block_on(async {
+            let start = Instant::now();
+            for _ in 0..REQUESTS {
+                let response = client.get(&url).send().await.expect("an answer");
+                drop(response.bytes().await.expect("a body"));
+            }
+            start.elapsed().as_nanos() as f64 / f64::from(REQUESTS) / 1000.0
+        })
+    };
+    let mut best = [f64::MAX; 2];
+    for _ in 0..(rounds / 10).max(5) {
+        best[0] = best[0].min(round(&bare));
+        best[1] = best[1].min(round(&guarded));
+    }
+    println!(
+        "\na request on loopback, best of {} rounds of 200: µs per request",
+        (rounds / 10).max(5)
+    );
+    println!("bare reqwest-middleware {:7.1}", best[0]);
+    println!(
+        "guarded (GuardMiddleware) {:5.1}   {:.3}x",
+        best[1],
+        best[1] / best[0]
+    );
+}
+
 fn round(mut call: impl FnMut()) -> f64 {
     const CALLS: u32 = 20_000;
     let start = Instant::now();
@@ -700,8 +762,10 @@ fn main() {
             "rate_limiter_alone" => rate_limiter_alone(rounds),
             "five_aspects" => five_aspects(rounds),
             "tower_layer" => tower_layer(rounds),
+            "http_client" => http_client(rounds),
             other => panic!(
-                "no group `{other}`: breaker_alone, rate_limiter_alone, five_aspects, tower_layer"
+                "no group `{other}`: breaker_alone, rate_limiter_alone, five_aspects, \
+                 tower_layer, http_client"
             ),
         }
         return;
@@ -776,6 +840,8 @@ fn main() {
     five_aspects(rounds);
 
     tower_layer(rounds);
+
+    http_client(rounds);
 
     metrics_on_and_off(rounds);
 
