@@ -116,11 +116,7 @@ impl CallSite {
 
     /// This call site's plan in `registry`, cached.
     fn plan_in(&self, registry: &Registry) -> SitePlan {
-        if std::ptr::eq(registry, Registry::global()) {
-            SitePlan::interned(self.plan.global())
-        } else {
-            SitePlan::shared(self.plan.get_arc(registry))
-        }
+        self.plan.site_plan_in(registry)
     }
 }
 

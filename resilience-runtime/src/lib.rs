@@ -43,6 +43,8 @@ mod registry;
 #[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
 pub mod reqwest;
 pub mod retry;
+#[cfg(any(feature = "tower", feature = "reqwest"))]
+mod shed;
 mod slot;
 mod subscribers;
 mod sync;

@@ -188,6 +188,27 @@ impl PlanCache {
         }
     }
 
+    /// The plan in `registry` as a call holds it: interned in the global registry, an `Arc`
+    /// of its own in any other.
+    #[inline]
+    pub(crate) fn site_plan_in(&self, registry: &Registry) -> SitePlan {
+        if std::ptr::eq(registry, Registry::global()) {
+            SitePlan::interned(self.global())
+        } else {
+            SitePlan::shared(self.get_arc(registry))
+        }
+    }
+
+    /// The plan in the registry in [scope](Registry::scope), else in the global one, as a
+    /// call holds it.
+    #[cfg(any(feature = "tower", feature = "reqwest"))]
+    pub(crate) fn site_plan(&self) -> SitePlan {
+        crate::registry::with_scoped(|scoped| match scoped {
+            None => SitePlan::interned(self.global()),
+            Some(registry) => self.site_plan_in(registry),
+        })
+    }
+
     /// The plan in the global registry, interned.
     #[inline]
     pub(crate) fn global(&self) -> &'static Plan {

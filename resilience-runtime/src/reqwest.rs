@@ -57,7 +57,6 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use http::Extensions;
-use reqwest::header::RETRY_AFTER;
 use reqwest::{Request, Response, StatusCode};
 use reqwest_middleware::{Middleware, Next};
 
@@ -68,7 +67,8 @@ use crate::name::Name;
 use crate::outcome::CallOutcome;
 use crate::plan::{Guard, GuardListError};
 use crate::plan_cache::{PlanCache, SitePlan};
-use crate::registry::{with_scoped, Registry};
+use crate::registry::Registry;
+use crate::shed::shed;
 
 /// A `reqwest-middleware` [`Middleware`] that sends each request through named guard
 /// instances: the ones `#[bulkhead]`, `#[circuit_breaker]` and the others of the same names
@@ -152,19 +152,17 @@ impl GuardMiddleware {
     }
 
     /// The instance name of `request`.
-    fn instance(&self, request: &Request, extensions: &Extensions) -> Name {
+    fn instance<'r>(&'r self, request: &'r Request, extensions: &'r Extensions) -> &'r str {
         if let Some(GuardName(name)) = extensions.get::<GuardName>() {
-            return name.clone();
+            return name.as_str();
         }
         let host = request.url().host_str().unwrap_or_default();
-        match self.hosts.get(host) {
-            Some(name) => name.clone(),
-            None => Name::from(host),
-        }
+        self.hosts.get(host).map_or(host, Name::as_str)
     }
 
-    /// The current plan of the instances `name`.
-    fn plan(&self, name: &Name) -> SitePlan {
+    /// The current plan of the instances `name`. Found by the name as a string: a name is
+    /// made (interned, under a process-wide lock) only the first time it is seen.
+    fn plan(&self, name: &str) -> SitePlan {
         let known = self
             .caches
             .read()
@@ -175,21 +173,16 @@ impl GuardMiddleware {
             let guards: Vec<Guard<'_>> = self
                 .kinds
                 .iter()
-                .map(|&kind| Guard::new(kind, name.as_str()))
+                .map(|&kind| Guard::new(kind, name))
                 .collect();
             let cache = PlanCache::for_list(&guards);
             let mut caches = self.caches.write().unwrap_or_else(PoisonError::into_inner);
-            caches.insert(name.clone(), cache);
+            caches.insert(Name::from(name), cache);
             cache
         });
         match &self.registry {
-            Some(registry) if !std::ptr::eq(&**registry, Registry::global()) => {
-                SitePlan::shared(cache.get_arc(registry))
-            }
-            _ => with_scoped(|scoped| match scoped {
-                None => SitePlan::interned(cache.global()),
-                Some(registry) => SitePlan::shared(cache.get_arc(registry)),
-            }),
+            Some(registry) => cache.site_plan_in(registry),
+            None => cache.site_plan(),
         }
     }
 
@@ -199,17 +192,17 @@ impl GuardMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
-        let name = self.instance(&request, extensions);
-        let plan = self.plan(&name);
+        let plan = self.plan(self.instance(&request, extensions));
         let retries = plan.guards().any(|(aspect, _)| aspect == Aspect::Retry);
         // Each attempt after the first sends a clone of this one.
         let template = match (retries, request.try_clone()) {
             (false, _) => None,
             (true, Some(template)) => Some(template),
             (true, None) => {
+                let instance = Name::from(self.instance(&request, extensions));
                 return Err(reqwest_middleware::Error::middleware(
-                    RequestError::BodyNotRepeatable { instance: name },
-                ))
+                    RequestError::BodyNotRepeatable { instance },
+                ));
             }
         };
         // The attempts run one after another, each holding the extensions while it runs.
@@ -288,19 +281,7 @@ type Sent = reqwest_middleware::Result<Response>;
 
 /// A `429`, or a `503` with `Retry-After`: `Some` of the server's hint.
 fn server_refusal(response: &Response) -> Option<Option<Duration>> {
-    let retry_after = response
-        .headers()
-        .get(RETRY_AFTER)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.trim().parse::<u64>().ok())
-        .map(Duration::from_secs);
-    match response.status() {
-        StatusCode::TOO_MANY_REQUESTS => Some(retry_after),
-        StatusCode::SERVICE_UNAVAILABLE if response.headers().contains_key(RETRY_AFTER) => {
-            Some(retry_after)
-        }
-        _ => None,
-    }
+    shed(response.status(), response.headers())
 }
 
 /// How an attempt counts for the breakers.

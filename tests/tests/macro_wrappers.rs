@@ -363,6 +363,12 @@ fn a_retry_waits_at_least_what_the_error_asks_for() {
     // An error that asks for nothing waits the configured time.
     THROTTLED_CALLS.store(0, Ordering::SeqCst);
     assert_eq!(throttled_once(None).unwrap(), 1);
+    // One that asks for longer than `max_retry_after` (30 s by default) is not retried: the
+    // caller gets it, with what it asked for.
+    THROTTLED_CALLS.store(0, Ordering::SeqCst);
+    let asked = throttled_once(Some(Duration::from_secs(31))).unwrap_err();
+    assert!(matches!(asked, Throttled::For(wait) if wait == Duration::from_secs(31)));
+    assert_eq!(THROTTLED_CALLS.load(Ordering::SeqCst), 1);
     let waits = waits.lock().unwrap().clone();
     assert_eq!(waits, [Duration::from_millis(30), Duration::from_millis(1)]);
 }

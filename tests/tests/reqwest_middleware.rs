@@ -366,3 +366,47 @@ async fn a_guard_name_on_the_request_chooses_its_instances_over_its_host() {
 fn client_of_host(registry: &Arc<Registry>) -> ClientWithMiddleware {
     client(GuardMiddleware::new(&[Aspect::CircuitBreaker]).with_registry(registry.clone()))
 }
+
+/// A body of one chunk, as a stream: sent once, never cloned.
+struct OneChunk(Option<&'static str>);
+
+impl futures_core::Stream for OneChunk {
+    type Item = Result<&'static str, std::io::Error>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        std::task::Poll::Ready(self.0.take().map(Ok))
+    }
+}
+
+#[tokio::test]
+async fn a_streaming_body_under_a_retry_is_refused_before_it_is_sent() {
+    let (addr, cue) = server().await;
+    let registry = Arc::new(Registry::new());
+    let guards = [Aspect::Retry, Aspect::CircuitBreaker];
+    let client = client(
+        GuardMiddleware::new(&guards)
+            .host("127.0.0.1", "dependency")
+            .with_registry(registry.clone()),
+    );
+    let url = format!("http://{addr}/");
+    let refused = client
+        .post(&url)
+        .body(reqwest::Body::wrap_stream(OneChunk(Some("order"))))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        RequestError::of(&refused),
+        Some(&RequestError::BodyNotRepeatable {
+            instance: "dependency".into()
+        })
+    );
+    assert!(refused.to_string().contains("buffer the body"), "{refused}");
+    assert_eq!(cue.seen.load(Ordering::SeqCst), 0, "nothing was sent");
+    // A buffered body is sent (and could be sent again).
+    let sent = client.post(&url).body("order").send().await.unwrap();
+    assert_eq!(sent.status(), StatusCode::METHOD_NOT_ALLOWED);
+}

@@ -582,3 +582,40 @@ async fn an_axum_router_guarded_by_the_layer_answers_refusals_as_responses() {
     assert_eq!(metrics.number_of_failed_calls(), 1);
     assert_eq!(metrics.number_of_successful_calls(), 1);
 }
+
+/// A service whose `call` itself panics, before making any future.
+#[derive(Clone)]
+struct PanicsInCall;
+
+impl Service<u32> for PanicsInCall {
+    type Response = u32;
+    type Error = Failed;
+    type Future = std::future::Ready<Result<u32, Failed>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Failed>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: u32) -> Self::Future {
+        panic!("the inner service's call panicked")
+    }
+}
+
+#[test]
+fn a_panic_in_the_inner_services_call_releases_the_permits_and_records_nothing() {
+    let registry = registry_with_bulkhead("sync-panic", 1, Duration::ZERO);
+    let mut svc = GuardLayer::new(&[
+        Guard::bulkhead("sync-panic"),
+        Guard::circuit_breaker("sync-panic"),
+    ])
+    .with_registry(registry.clone())
+    .layer(PanicsInCall);
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| svc.call(1)));
+    assert!(panicked.is_err());
+    assert_eq!(
+        registry.bulkhead("sync-panic").available_concurrent_calls(),
+        1
+    );
+    let breaker = registry.circuit_breaker("sync-panic").metrics();
+    assert_eq!(breaker.number_of_buffered_calls(), 0);
+}

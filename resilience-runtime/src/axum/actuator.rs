@@ -274,6 +274,10 @@ fn retry(retry: &Retry) -> Value {
         config.insert("randomized_wait_factor".into(), json!(factor));
     }
     config.insert("retry_on_rejection".into(), json!(c.retry_on_rejection()));
+    config.insert(
+        "max_retry_after".into(),
+        json!(duration(c.max_retry_after())),
+    );
     instance(
         "retry",
         retry.name(),

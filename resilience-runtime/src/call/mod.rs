@@ -18,7 +18,7 @@ mod wrapped_async;
 
 pub(crate) use held::Held;
 #[cfg(feature = "tower")]
-pub(crate) use owned::{run_wrapped_owned, run_wrapped_owned_once, Owned, OwnedEntry, OwnedRun};
+pub(crate) use owned::{Owned, OwnedEntry, OwnedRun};
 
 use std::fmt;
 use std::future::Future;

@@ -9,12 +9,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use super::attempt::{ByOutcome, OneShot, Repeat};
 use super::chain::on_chain;
 use super::held::Held;
 use super::{Classify, RunAsync};
 use crate::error::Rejected;
-use crate::outcome::CallOutcome;
 use crate::plan::Plan;
 use crate::plan_cache::SitePlan;
 
@@ -128,34 +126,6 @@ where
     }
 }
 
-/// Runs a plan with wrappers that the future owns: `call` makes the call's future once per
-/// attempt, `classify` judges each outcome, as [`Plan::run_async`] does.
-pub(crate) async fn run_wrapped_owned<R, F>(
-    plan: SitePlan,
-    call: impl FnMut() -> F,
-    classify: impl Fn(&R) -> CallOutcome,
-) -> Result<R, Rejected>
-where
-    F: Future<Output = R>,
-{
-    plan.run_wrapped_async(Repeat(call), ByOutcome(classify))
-        .await
-}
-
-/// [`run_wrapped_owned`] with the call's future made once (a retry in the plan makes one
-/// attempt).
-pub(crate) async fn run_wrapped_owned_once<R, F>(
-    plan: SitePlan,
-    call: F,
-    classify: impl Fn(&R) -> CallOutcome,
-) -> Result<R, Rejected>
-where
-    F: Future<Output = R>,
-{
-    plan.run_wrapped_async(OneShot(Some(move || call)), ByOutcome(classify))
-        .await
-}
-
 #[cfg(test)]
 mod tests {
     use std::future::Future;
@@ -167,13 +137,16 @@ mod tests {
     use super::*;
     use crate::aspect::Aspect;
     use crate::bulkhead::BulkheadConfig;
+    use crate::clock::ManualClock;
+    use crate::outcome::CallOutcome;
     use crate::plan::Guard;
     use crate::registry::Registry;
 
     const GUARDS: [Guard<'static>; 2] = [Guard::bulkhead("owned"), Guard::circuit_breaker("owned")];
 
     fn registry(wait: Duration) -> Registry {
-        let registry = Registry::new();
+        // A manual clock: a wait's timer needs no runtime.
+        let registry = Registry::with_clock(ManualClock::new());
         let one = BulkheadConfig::builder()
             .max_concurrent_calls(1)
             .max_wait_duration(wait)
@@ -212,6 +185,17 @@ mod tests {
         assert_eq!(bulkhead.available_concurrent_calls(), 1);
         assert_eq!(Arc::strong_count(&plan), 1);
 
+        // `make` panicked: the permits go during the unwind, recording nothing.
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            admitted(&plan).run(
+                || -> std::future::Ready<u32> { panic!("the inner call panicked") },
+                |_: &u32| CallOutcome::Success,
+            )
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(bulkhead.available_concurrent_calls(), 1);
+        assert_eq!(Arc::strong_count(&plan), 1);
+
         // Refused: nothing held, the handle given back.
         let holder = admitted(&plan);
         assert!(matches!(
@@ -231,11 +215,14 @@ mod tests {
         registry.set_precedence(Aspect::CircuitBreaker, 10).unwrap();
         let plan = Arc::new(registry.resolve_plan(&GUARDS));
         let holder = admitted(&plan);
-        let Ok(OwnedEntry::Waiting(wait)) = Owned::enter(SitePlan::shared(Arc::clone(&plan)))
+        let Ok(OwnedEntry::Waiting(mut wait)) = Owned::enter(SitePlan::shared(Arc::clone(&plan)))
         else {
             panic!("a full bulkhead with a wait makes the call wait");
         };
         assert_eq!(Arc::strong_count(&plan), 3);
+        // Waiting in the bulkhead's queue, then given up.
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(wait.as_mut().poll(&mut cx).is_pending());
         drop(wait);
         drop(holder);
         assert_eq!(Arc::strong_count(&plan), 1);

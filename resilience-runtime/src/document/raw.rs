@@ -172,6 +172,7 @@ settings! {
         enable_randomized_wait: bool,
         randomized_wait_factor: f64,
         retry_on_rejection: bool,
+        max_retry_after: Dur,
     }
 }
 
@@ -238,6 +239,9 @@ impl Settings for RetrySettings {
         }
         if let Some(retry) = self.retry_on_rejection {
             b = b.retry_on_rejection(retry);
+        }
+        if let Some(wait) = self.max_retry_after {
+            b = b.max_retry_after(wait.0);
         }
         b.build()
     }

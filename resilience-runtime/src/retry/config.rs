@@ -25,7 +25,8 @@ use crate::name::Name;
 /// A failure may ask for a longer wait itself (Resilience4j's `intervalBiFunction`): with
 /// `retry_after = path` on `#[retry]` (a `fn(&E) -> Option<Duration>`, such as a server's
 /// `Retry-After` carried in the error), the wait before the next attempt is at least what
-/// it returns; the reqwest middleware reads a `429`'s or a `503`'s `Retry-After` so.
+/// it returns, up to [`max_retry_after`](Self::max_retry_after), past which the failure is
+/// not retried; the reqwest middleware reads a `429`'s or a `503`'s `Retry-After` so.
 ///
 /// A configuration records which fields were set explicitly: one built on a
 /// [`base`](RetryConfigBuilder::base) takes every field it does not set from that base when
@@ -38,6 +39,7 @@ use crate::name::Name;
 /// | `exponential_backoff` | none (every wait is `wait_duration`) |
 /// | `randomized_wait_factor` | 0 (no jitter) |
 /// | `retry_on_rejection` | false |
+/// | `max_retry_after` | 30 s (the longest wait a failure may ask for) |
 ///
 /// The first two are Resilience4j's defaults.
 ///
@@ -64,6 +66,7 @@ pub struct RetryConfig {
     exponential_backoff: Option<(f64, Duration)>,
     randomized_wait_factor: Option<f64>,
     retry_on_rejection: Option<bool>,
+    max_retry_after: Option<Duration>,
 }
 
 crate::config_debug::debug_effective!(RetryConfig {
@@ -72,6 +75,7 @@ crate::config_debug::debug_effective!(RetryConfig {
     exponential_backoff,
     randomized_wait_factor,
     retry_on_rejection,
+    max_retry_after,
 });
 
 impl RetryConfig {
@@ -79,6 +83,8 @@ impl RetryConfig {
     pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
     /// Default `wait_duration` (Resilience4j's).
     pub const DEFAULT_WAIT_DURATION: Duration = Duration::from_millis(500);
+    /// Default `max_retry_after`.
+    pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 
     /// A builder starting from the defaults.
     pub fn builder() -> RetryConfigBuilder {
@@ -108,6 +114,13 @@ impl RetryConfig {
     /// Whether a refusal by a guard inside the retry is retried.
     pub fn retry_on_rejection(&self) -> bool {
         self.retry_on_rejection.unwrap_or(false)
+    }
+
+    /// The longest wait a failure may ask for (`retry_after = path` on `#[retry]`, a server's
+    /// `Retry-After`): a failure asking for longer ends the retries.
+    pub fn max_retry_after(&self) -> Duration {
+        self.max_retry_after
+            .unwrap_or(Self::DEFAULT_MAX_RETRY_AFTER)
     }
 
     /// The named configuration this one inherits unset fields from, if any.
@@ -160,6 +173,7 @@ impl RetryConfig {
             exponential_backoff: self.exponential_backoff.or(base.exponential_backoff),
             randomized_wait_factor: self.randomized_wait_factor.or(base.randomized_wait_factor),
             retry_on_rejection: self.retry_on_rejection.or(base.retry_on_rejection),
+            max_retry_after: self.max_retry_after.or(base.max_retry_after),
         };
         merged.validate(true)?;
         Ok(merged)
@@ -248,6 +262,15 @@ impl RetryConfigBuilder {
     /// retried; by default it ends the call.
     pub fn retry_on_rejection(mut self, retry: bool) -> Self {
         self.config.retry_on_rejection = Some(retry);
+        self
+    }
+
+    /// The longest wait before the next attempt that a failure may ask for (`retry_after =
+    /// path` on `#[retry]`, a server's `Retry-After` through the reqwest middleware): a
+    /// failure that asks for longer is not retried, and the caller gets it, hint included,
+    /// rather than a call parked that long holding the guards outside the retry. Default 30 s.
+    pub fn max_retry_after(mut self, wait: Duration) -> Self {
+        self.config.max_retry_after = Some(wait);
         self
     }
 

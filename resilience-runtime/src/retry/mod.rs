@@ -235,11 +235,16 @@ impl Attempts<'_> {
             Attempted::Refused { timed_out: false } => config.retry_on_rejection(),
             Attempted::NotRetried => false,
         };
+        // A failure that asks for a wait longer than `max_retry_after` is not retried.
+        let asked = ended
+            .retry_after
+            .filter(|least| *least <= config.max_retry_after());
+        let retryable = retryable && asked.is_some() == ended.retry_after.is_some();
         let wait = (retryable && repeatable && attempts < config.max_attempts())
             .then(|| config.jittered_wait(attempts, fastrand::f64()))
             // A failure that says how long to wait (a server's `Retry-After`) is waited for at
             // least that long.
-            .map(|wait| ended.retry_after.map_or(wait, |least| wait.max(least)))
+            .map(|wait| asked.map_or(wait, |least| wait.max(least)))
             // A sync call on a current-thread runtime does not block it to wait: it ends here.
             .filter(|wait| {
                 !self.blocking || wait.is_zero() || Blocking::here() != Blocking::Refused

@@ -3,6 +3,7 @@
 //! HTTP services ([`ServerErrorsAreFailures`]).
 
 use crate::outcome::CallOutcome;
+use crate::shed::shed;
 
 /// How a response of the inner service counts: a success, a failure (the breakers count it, a
 /// retry retries it), or neither (ignored, as the macros' `ignore` does). A refusal by a guard
@@ -80,21 +81,12 @@ impl<Body, Error> Classifier<http::Response<Body>, Error> for ServerErrorsAreFai
     #[inline]
     fn classify(&self, result: &Result<http::Response<Body>, Error>) -> CallOutcome {
         match result {
-            Ok(response) if sheds(response) => CallOutcome::Ignored,
+            Ok(response) if shed(response.status(), response.headers()).is_some() => {
+                CallOutcome::Ignored
+            }
             Ok(response) if response.status().is_server_error() => CallOutcome::Failure,
             Ok(_) => CallOutcome::Success,
             Err(_) => CallOutcome::Failure,
         }
-    }
-}
-
-/// Whether `response` is a server shedding load: a `429`, or a `503` with `Retry-After`.
-fn sheds<Body>(response: &http::Response<Body>) -> bool {
-    match response.status() {
-        http::StatusCode::TOO_MANY_REQUESTS => true,
-        http::StatusCode::SERVICE_UNAVAILABLE => {
-            response.headers().contains_key(http::header::RETRY_AFTER)
-        }
-        _ => false,
     }
 }

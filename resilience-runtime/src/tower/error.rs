@@ -8,11 +8,11 @@ use crate::error::Rejected;
 /// The error of a [`GuardService`](super::GuardService): a guard refused the request, or the
 /// inner service failed.
 ///
-/// Displayed as the refusal or the inner error itself, and its [`source`](Error::source) is
-/// theirs: wrapping adds no line to what a log shows. It is a `std::error::Error` when the
-/// inner error is, and so converts into tower's `BoxError` with `?` or `.into()`; an inner
-/// error that is already a `BoxError` (which is not itself an `Error`) converts with
-/// [`into_box_error`](Self::into_box_error).
+/// Displayed as the refusal or the inner error itself; its [`source`](Error::source) is the
+/// wrapped error, so a chain walked from a `BoxError` finds the [`Rejected`] by downcasting. It
+/// is a `std::error::Error` when the inner error is, and so converts into tower's `BoxError`
+/// with `?` or `.into()`; an inner error that is already a `BoxError` (which is not itself an
+/// `Error`) converts with [`into_box_error`](Self::into_box_error).
 ///
 /// ```
 /// use std::sync::Arc;
@@ -32,6 +32,10 @@ use crate::error::Rejected;
 /// assert!(refused.is_rejected());
 /// let boxed: BoxError = refused.into();
 /// assert!(boxed.to_string().contains("quotes"));
+/// // What a `HandleErrorLayer` receives: the refusal is in its chain.
+/// let found = std::iter::successors(Some(&*boxed as &dyn std::error::Error), |e| e.source())
+///     .find_map(|e| e.downcast_ref::<resilience_runtime::Rejected>());
+/// assert!(matches!(found, Some(resilience_runtime::Rejected::CallNotPermitted { .. })));
 /// # }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,11 +98,14 @@ impl<E: fmt::Display> fmt::Display for GuardError<E> {
     }
 }
 
+/// The source is the wrapped error itself, so that code walking a `BoxError`'s chain (tonic's
+/// `Status::from_error`, a `HandleErrorLayer`'s handler) finds the [`Rejected`] or the inner
+/// error by downcasting, without knowing `E`.
 impl<E: Error + 'static> Error for GuardError<E> {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            GuardError::Rejected(rejected) => rejected.source(),
-            GuardError::Inner(inner) => inner.source(),
+            GuardError::Rejected(rejected) => Some(rejected),
+            GuardError::Inner(inner) => Some(inner),
         }
     }
 }

@@ -12,7 +12,7 @@ use crate::aspect::Aspect;
 use crate::error::ConfigError;
 use crate::plan::{Guard, GuardListError};
 use crate::plan_cache::{PlanCache, SitePlan};
-use crate::registry::{with_scoped, Registry};
+use crate::registry::Registry;
 
 /// Guards a tower service with named guard instances: the very instances that `#[bulkhead]`,
 /// `#[circuit_breaker]` and the other annotations of the same names use, in the registry's
@@ -58,8 +58,9 @@ use crate::registry::{with_scoped, Registry};
 /// never call (a clone that was polled and dropped, a router that polled every route): capacity
 /// lost, which is what tower's own `ConcurrencyLimit` risks. So a request a guard refuses is
 /// answered at once with [`GuardError::Rejected`](super::GuardError::Rejected), and one a
-/// bulkhead makes wait (its `max_wait_duration`) waits in the response future. Clones share
-/// the instances and nothing else. Every permit goes when the response future completes,
+/// bulkhead makes wait (its `max_wait_duration`) waits in the response future, taking with it
+/// the inner service made ready for it (and what that reserved, an inner limit's permit: the
+/// request will use it). Clones share the instances and nothing else. Every permit goes when the response future completes,
 /// fails, panics or is dropped.
 ///
 /// # Retries
@@ -68,7 +69,7 @@ use crate::registry::{with_scoped, Registry};
 /// it with [`retrying`](Self::retrying), whose service requires `Request: Clone`. The other
 /// constructors refuse a retry guard.
 #[derive(Clone)]
-pub struct GuardLayer<K = ErrorsAreFailures, A = Once> {
+pub struct GuardLayer<K = ErrorsAreFailures, A = SendOnce> {
     plans: Arc<Plans>,
     classifier: K,
     attempts: A,
@@ -97,12 +98,12 @@ impl GuardLayer {
         Ok(GuardLayer {
             plans: Arc::new(Plans::new(guards, false)?),
             classifier: ErrorsAreFailures,
-            attempts: Once,
+            attempts: SendOnce,
         })
     }
 }
 
-impl GuardLayer<ErrorsAreFailures, Cloned> {
+impl GuardLayer<ErrorsAreFailures, CloneRequests> {
     /// A layer whose guards may include a retry, which makes each request again: its service
     /// clones the request for each attempt (`Request: Clone`), as tower's own `Retry` does.
     ///
@@ -119,12 +120,20 @@ impl GuardLayer<ErrorsAreFailures, Cloned> {
     /// If `guards` names an aspect twice.
     #[track_caller]
     pub fn retrying(guards: &[Guard<'_>]) -> Self {
-        let plans = Plans::new(guards, true).unwrap_or_else(|error| panic!("{error}"));
-        GuardLayer {
-            plans: Arc::new(plans),
+        GuardLayer::try_retrying(guards).unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    /// [`retrying`](Self::retrying), returning a repeated aspect as a [`ConfigError`].
+    ///
+    /// # Errors
+    ///
+    /// If `guards` names an aspect twice.
+    pub fn try_retrying(guards: &[Guard<'_>]) -> Result<Self, ConfigError> {
+        Ok(GuardLayer {
+            plans: Arc::new(Plans::new(guards, true)?),
             classifier: ErrorsAreFailures,
-            attempts: Cloned,
-        }
+            attempts: CloneRequests,
+        })
     }
 }
 
@@ -234,17 +243,14 @@ impl Plans {
     #[inline]
     pub(crate) fn get(&self) -> SitePlan {
         match &self.source {
-            Source::Global(cache) => with_scoped(|scoped| match scoped {
-                None => SitePlan::interned(cache.global()),
-                Some(registry) => SitePlan::shared(cache.get_arc(registry)),
-            }),
-            Source::Registry(registry, cache) => SitePlan::shared(cache.get_arc(registry)),
+            Source::Global(cache) => cache.site_plan(),
+            Source::Registry(registry, cache) => cache.site_plan_in(registry),
         }
     }
 }
 
-/// Whether a guarded service makes a request more than once: [`Once`] (every layer but a
-/// retrying one) or [`Cloned`] (a [retrying](GuardLayer::retrying) layer, `Request: Clone`).
+/// Whether a guarded service makes a request more than once: [`SendOnce`] (every layer but a
+/// retrying one) or [`CloneRequests`] (a [retrying](GuardLayer::retrying) layer, `Request: Clone`).
 pub trait Attempts<Request>: sealed::Sealed {
     /// A copy of `request` for another attempt; `None` when requests are sent once.
     fn again(&self, request: &Request) -> Option<Request>;
@@ -252,20 +258,20 @@ pub trait Attempts<Request>: sealed::Sealed {
 
 /// Each request is sent once (the layer has no retry).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Once;
+pub struct SendOnce;
 
 /// Each attempt of a retry sends a clone of the request.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Cloned;
+pub struct CloneRequests;
 
-impl<Request> Attempts<Request> for Once {
+impl<Request> Attempts<Request> for SendOnce {
     #[inline]
     fn again(&self, _: &Request) -> Option<Request> {
         None
     }
 }
 
-impl<Request: Clone> Attempts<Request> for Cloned {
+impl<Request: Clone> Attempts<Request> for CloneRequests {
     #[inline]
     fn again(&self, request: &Request) -> Option<Request> {
         Some(request.clone())
@@ -274,6 +280,6 @@ impl<Request: Clone> Attempts<Request> for Cloned {
 
 mod sealed {
     pub trait Sealed {}
-    impl Sealed for super::Once {}
-    impl Sealed for super::Cloned {}
+    impl Sealed for super::SendOnce {}
+    impl Sealed for super::CloneRequests {}
 }

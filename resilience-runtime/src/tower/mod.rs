@@ -27,5 +27,5 @@ mod service;
 pub use classify::{Classifier, ErrorsAreFailures, ServerErrorsAreFailures};
 pub use error::GuardError;
 pub use future::ResponseFuture;
-pub use layer::{Attempts, Cloned, GuardLayer, Once};
+pub use layer::{Attempts, CloneRequests, GuardLayer, SendOnce};
 pub use service::GuardService;

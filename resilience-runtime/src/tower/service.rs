@@ -12,16 +12,15 @@ use super::classify::Classifier;
 use super::error::GuardError;
 use super::future::{Classified, ResponseFuture};
 use super::layer::{Attempts, Plans};
-use crate::call::{run_wrapped_owned, run_wrapped_owned_once, Owned, OwnedEntry};
+use crate::call::{Owned, OwnedEntry};
 
 /// A tower service whose requests run through named guard instances; made by
 /// [`GuardLayer`](super::GuardLayer), which documents its behaviour.
 ///
-/// It needs the inner service to be `Clone` (tower's pattern for a call that is made later
-/// than `poll_ready`: a request that waits for a bulkhead, or a retry's next attempt, takes the
-/// service that was made ready and leaves a clone in its place), and the service, its requests,
-/// responses, errors and futures to be `Send + 'static`, as every service axum, tonic and hyper
-/// run are.
+/// It needs the inner service to be `Clone` (a request that waits for a bulkhead, and each
+/// attempt of a retry, is sent by a clone that it makes ready then), and the service, its
+/// requests, responses, errors and futures to be `Send + 'static`, as every service axum,
+/// tonic and hyper run are.
 pub struct GuardService<S, K, A> {
     inner: S,
     plans: Arc<Plans>,
@@ -88,7 +87,16 @@ where
                 ResponseFuture::running(owned.run(|| inner.call(request), classifier))
             }
             Ok(OwnedEntry::Waiting(wait)) => {
-                ResponseFuture::waiting(wait, self.take_ready(), request, self.classifier.clone())
+                // Waiting for a gate: the request takes the service made ready for it, and
+                // whatever it reserved (an inner limit's permit), which it sends on once
+                // admitted (a clone that asked for readiness after the wait could find the
+                // inner limit held by this very reservation).
+                let mut service = self.take_ready();
+                let classifier = Classified(self.classifier.clone());
+                ResponseFuture::boxed(Box::pin(async move {
+                    let owned = wait.await?;
+                    Ok(owned.run(move || service.call(request), classifier).await)
+                }))
             }
             Err(rejected) => ResponseFuture::refused(rejected),
         }
@@ -108,6 +116,8 @@ impl<S, K, A> GuardService<S, K, A> {
 
     /// A plan with a retry or a time limiter: run whole by the engine's nested model, boxed
     /// (its attempts, waits and timers are state a named future would spell out per plan).
+    /// The first attempt is sent by the service made ready for it; each later one by a clone
+    /// made ready then.
     #[cold]
     fn call_wrapped<Request>(
         &mut self,
@@ -128,7 +138,9 @@ impl<S, K, A> GuardService<S, K, A> {
         let ready = self.take_ready();
         let Some(template) = self.attempts.again(&request) else {
             let call = attempt(ready, request);
-            return ResponseFuture::wrapped(Box::pin(run_wrapped_owned_once(plan, call, classify)));
+            return ResponseFuture::boxed(Box::pin(async move {
+                plan.run_future(call, classify).await
+            }));
         };
         // A retrying layer: the first attempt sends the request on the service made ready,
         // each later one a clone of both.
@@ -144,7 +156,9 @@ impl<S, K, A> GuardService<S, K, A> {
             });
             attempt(service, request)
         };
-        ResponseFuture::wrapped(Box::pin(run_wrapped_owned(plan, call, classify)))
+        ResponseFuture::boxed(Box::pin(
+            async move { plan.run_async(call, classify).await },
+        ))
     }
 }
 
