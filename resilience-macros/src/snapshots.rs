@@ -364,6 +364,23 @@ fn stacked_five_aspects_bulkhead_first() -> syn::Result<()> {
     Ok(())
 }
 
+/// A retry whose errors say how long to wait (`retry_after`): the wait's function is handed to
+/// the runtime with its type written out at the path.
+#[test]
+fn retry_with_retry_after() -> syn::Result<()> {
+    let file = snapshot!(
+        Kind::Retry,
+        (name = "payments", retry_after = PayError::retry_after),
+        {
+            pub async fn pay(cents: u64) -> Result<Receipt, PayError> {
+                gateway::pay(cents).await
+            }
+        }
+    );
+    assert_guarded(&file);
+    Ok(())
+}
+
 /// The same five written inside out: the same guarded body, the guards listed in this order.
 #[test]
 fn stacked_five_aspects_time_limiter_first() -> syn::Result<()> {

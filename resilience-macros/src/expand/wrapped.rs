@@ -72,7 +72,12 @@ pub(super) fn wrapped_body(
         let retry_after = match retries.and_then(|r| r.retry_after.as_ref()) {
             Some(hint) => {
                 let path = &hint.path;
-                quote!(|#result| #private::retry_after(#result, |#error| #path(#error)))
+                // The wait's type written out, spanned at the path: a function of another
+                // return type is reported there.
+                let wait = quote_spanned! {path.span()=>
+                    |#error| -> ::core::option::Option<::core::time::Duration> { #path(#error) }
+                };
+                quote!(|#result| #private::retry_after(#result, #wait))
             }
             None => quote!(#private::no_retry_after),
         };

@@ -1,0 +1,17 @@
+use std::time::Duration;
+
+use resilience_runtime::circuit_breaker;
+use resilience_ui_tests::CallError;
+
+fn server_retry_after(_: &CallError) -> Option<Duration> {
+    None
+}
+
+#[circuit_breaker(name = "payments", retry_after = server_retry_after)]
+fn pay(cents: u32) -> Result<u32, CallError> {
+    Ok(cents)
+}
+
+fn main() {
+    let _ = pay(1);
+}
