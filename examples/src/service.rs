@@ -50,7 +50,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use resilience_runtime::axum::actuator;
+use resilience_runtime::axum::actuator_at;
 use resilience_runtime::tower::GuardLayer;
 use resilience_runtime::{
     bulkhead, circuit_breaker, BulkheadConfig, Changes, CircuitBreakerConfig, ConfigError,
@@ -191,7 +191,7 @@ pub fn app() -> Router {
             "/downstream",
             get(get_downstream).merge(put(put_downstream)),
         )
-        .nest("/actuator", actuator(Registry::global()))
+        .merge(actuator_at("/actuator", Registry::global()))
         .fallback(not_found)
         .route("/metrics", get(get_metrics))
 }

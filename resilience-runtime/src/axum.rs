@@ -66,7 +66,7 @@
 mod actuator;
 mod route;
 
-pub use actuator::{actuator, report, ACTUATOR_EVENTS};
+pub use actuator::{actuator, actuator_at, report, Actuator, ACTUATOR_EVENTS};
 pub use route::{GuardRouteLayer, GuardRouteService, RouteFuture};
 
 use std::time::Duration;

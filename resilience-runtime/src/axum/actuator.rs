@@ -24,7 +24,8 @@ use crate::time_limiter::TimeLimiter;
 pub const ACTUATOR_EVENTS: usize = 256;
 
 /// The actuator's endpoints for `registry`, to [`nest`](Router::nest) where the service wants
-/// them (`/actuator`, say). Every answer is JSON:
+/// them (`/actuator`, say; [`actuator_at`] does that and answers `/actuator/` too). Every answer
+/// is JSON:
 ///
 /// | path | answers |
 /// |---|---|
@@ -41,32 +42,125 @@ pub const ACTUATOR_EVENTS: usize = 256;
 /// It turns on [`Registry::keep_recent_events`] with [`ACTUATOR_EVENTS`] unless the registry
 /// keeps events already.
 ///
+/// # Who may see it
+///
+/// It shows every guarded function (its name, file and line) and every configuration to
+/// whoever reaches it, as Spring Boot's actuator would if all its endpoints were exposed (by
+/// default Spring exposes only `health` over HTTP). Serve it on an internal port, or behind
+/// the service's own authentication, not beside the public routes; and leave the call sites
+/// out where even an internal reader should not see the code's layout
+/// ([`Actuator::call_sites`]).
+///
 /// ```
 /// use resilience_runtime::{axum::actuator, Registry};
 ///
-/// let app: axum::Router = axum::Router::new().nest("/actuator", actuator(Registry::global()));
-/// # let _ = app;
+/// // The service's routes on its public port; the actuator on a port of its own, served
+/// // on loopback only: `axum::serve(TcpListener::bind("127.0.0.1:9090").await?, ops)`.
+/// let ops: axum::Router = axum::Router::new().nest("/actuator", actuator(Registry::global()));
+/// # let _ = ops;
 /// ```
 pub fn actuator(registry: &'static Registry) -> Router {
-    registry.keep_recent_events(ACTUATOR_EVENTS);
-    kind_routes(Router::new(), registry)
-        .route(
-            "/",
-            get(move || async move { answer(everything(registry)) }),
-        )
-        .route(
+    Actuator::new(registry).router()
+}
+
+/// The actuator mounted at `prefix` (`"/actuator"`), to [`merge`](Router::merge) into a
+/// service's router: [`actuator`] nested there, and its summary answered at `prefix/` too
+/// (axum's `nest` answers `/actuator` but not `/actuator/`).
+///
+/// ```
+/// use resilience_runtime::{axum::actuator_at, Registry};
+///
+/// let app: axum::Router = axum::Router::new().merge(actuator_at("/actuator", Registry::global()));
+/// # let _ = app;
+/// ```
+///
+/// # Panics
+///
+/// If `prefix` does not start with `/` or ends with one (axum's rule for `nest`).
+pub fn actuator_at(prefix: &str, registry: &'static Registry) -> Router {
+    Actuator::new(registry).at(prefix)
+}
+
+/// The actuator with its options: [`actuator`] and [`actuator_at`] are its defaults.
+///
+/// ```
+/// use resilience_runtime::{axum::Actuator, Registry};
+///
+/// // Instances, precedence and events; no function names, files or lines.
+/// let ops: axum::Router = Actuator::new(Registry::global()).call_sites(false).at("/actuator");
+/// # let _ = ops;
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Actuator {
+    registry: &'static Registry,
+    call_sites: bool,
+}
+
+impl Actuator {
+    /// The actuator of `registry`, showing everything.
+    pub fn new(registry: &'static Registry) -> Self {
+        Actuator {
+            registry,
+            call_sites: true,
+        }
+    }
+
+    /// Whether it shows the call sites (`/callsites`, and `call_sites` in its summary); `true`
+    /// by default. Without them, `/callsites` answers `404`.
+    pub fn call_sites(mut self, show: bool) -> Self {
+        self.call_sites = show;
+        self
+    }
+
+    /// Its endpoints, to [`nest`](Router::nest) where the service wants them.
+    pub fn router(self) -> Router {
+        let Actuator {
+            registry,
+            call_sites: show_call_sites,
+        } = self;
+        registry.keep_recent_events(ACTUATOR_EVENTS);
+        let router = kind_routes(Router::new(), registry)
+            .route("/", get(move || async move { answer(self.summary()) }))
+            .route(
+                "/events",
+                get(move |uri: Uri| async move {
+                    match limit(&uri) {
+                        Ok(limit) => answer(json!({ "events": events(registry, limit) })),
+                        Err(reason) => (StatusCode::BAD_REQUEST, reason).into_response(),
+                    }
+                }),
+            );
+        if !show_call_sites {
+            return router;
+        }
+        router.route(
             "/callsites",
             get(move || async move { answer(json!({ "call_sites": call_sites(registry) })) }),
         )
-        .route(
-            "/events",
-            get(move |uri: Uri| async move {
-                match limit(&uri) {
-                    Ok(limit) => answer(json!({ "events": events(registry, limit) })),
-                    Err(reason) => (StatusCode::BAD_REQUEST, reason).into_response(),
-                }
-            }),
+    }
+
+    /// Its endpoints mounted at `prefix`, as [`actuator_at`] mounts them.
+    ///
+    /// # Panics
+    ///
+    /// If `prefix` does not start with `/` or ends with one (axum's rule for `nest`).
+    pub fn at(self, prefix: &str) -> Router {
+        Router::new().nest(prefix, self.router()).route(
+            &format!("{prefix}/"),
+            get(move || async move { answer(self.summary()) }),
         )
+    }
+
+    /// What its `/` answers.
+    fn summary(self) -> Value {
+        let mut summary = everything(self.registry);
+        if !self.call_sites {
+            if let Some(object) = summary.as_object_mut() {
+                object.remove("call_sites");
+            }
+        }
+        summary
+    }
 }
 
 /// Everything the actuator shows, as one JSON object (its `/`).
@@ -484,6 +578,52 @@ mod tests {
         let report = report(&registry);
         assert_eq!(report["instances"][0]["state"], "half_open");
         assert_eq!(report["precedence"][0], "bulkhead");
+    }
+
+    #[tokio::test]
+    async fn the_actuator_answers_with_and_without_a_trailing_slash() {
+        use ::axum::body::Body;
+        use ::axum::http::Request;
+        use tower::ServiceExt;
+
+        let registry: &'static Registry = Box::leak(Box::new(Registry::new()));
+        let app = Router::new().merge(actuator_at("/actuator", registry));
+        for path in [
+            "/actuator",
+            "/actuator/",
+            "/actuator/events",
+            "/actuator/bulkheads",
+        ] {
+            let request = Request::get(path).body(Body::empty()).unwrap();
+            let response = app.clone().oneshot(request).await.unwrap();
+            assert_eq!(response.status(), StatusCode::OK, "{path}");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_actuator_without_call_sites_shows_none() {
+        use ::axum::body::Body;
+        use ::axum::http::Request;
+        use tower::ServiceExt;
+
+        let registry: &'static Registry = Box::leak(Box::new(Registry::new()));
+        let app = Actuator::new(registry).call_sites(false).at("/actuator");
+        let get = |path: &str| Request::get(path).body(Body::empty()).unwrap();
+        let hidden = app
+            .clone()
+            .oneshot(get("/actuator/callsites"))
+            .await
+            .unwrap();
+        assert_eq!(hidden.status(), StatusCode::NOT_FOUND);
+        for path in ["/actuator", "/actuator/"] {
+            let summary = app.clone().oneshot(get(path)).await.unwrap();
+            let body = ::axum::body::to_bytes(summary.into_body(), 1 << 20)
+                .await
+                .unwrap();
+            let summary: Value = serde_json::from_slice(&body).unwrap();
+            assert!(summary.get("call_sites").is_none(), "{path}: {summary}");
+            assert!(summary.get("instances").is_some());
+        }
     }
 
     #[test]
