@@ -2,7 +2,9 @@
 //! [`GuardService`], whose errors are [`GuardError`]s and whose responses a [`Classifier`]
 //! counts.
 //!
-//! An axum router, a tonic or hyper client, any `tower::Service`, runs through the instances
+//! An axum router (`GuardLayer::for_axum`, feature `axum`), a tonic channel ([`GrpcErrorsAreFailures`],
+//! `GuardError::into_grpc_error` with the feature `tonic`), a hyper client, any
+//! `tower::Service`, runs through the instances
 //! the annotations use, in the registry's precedence, with their configuration files, metrics,
 //! events and actuator: a bulkhead named `"orders"` is one bulkhead whether a `#[bulkhead]`
 //! function or a layer enters it.
@@ -21,11 +23,13 @@
 mod classify;
 mod error;
 mod future;
+mod grpc;
 mod layer;
 mod service;
 
 pub use classify::{Classifier, ErrorsAreFailures, ServerErrorsAreFailures};
 pub use error::GuardError;
 pub use future::ResponseFuture;
+pub use grpc::GrpcErrorsAreFailures;
 pub use layer::{Attempts, CloneRequests, GuardLayer, SendOnce};
 pub use service::GuardService;
