@@ -2,10 +2,10 @@
 //! [`GuardService`], whose errors are [`GuardError`]s and whose responses a [`Classifier`]
 //! counts.
 //!
-//! An axum router (`GuardLayer::for_axum`, feature `axum`), a tonic channel ([`GrpcErrorsAreFailures`],
-//! `GuardError::into_grpc_error` with the feature `tonic`), a hyper client, any
-//! `tower::Service`, runs through the instances
-//! the annotations use, in the registry's precedence, with their configuration files, metrics,
+//! An axum router (`GuardLayer::for_axum`, feature `axum`), a tonic channel
+//! ([`GrpcErrorsAreFailures`], and `GuardError::into_grpc_error` with the feature `tonic`), a
+//! hyper client, any `tower::Service`, runs through the instances the annotations use, in the
+//! registry's precedence, with their configuration files, metrics,
 //! events and actuator: a bulkhead named `"orders"` is one bulkhead whether a `#[bulkhead]`
 //! function or a layer enters it.
 //!
