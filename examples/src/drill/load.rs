@@ -8,36 +8,21 @@ use std::time::{Duration, Instant};
 use resilience_runtime::{CircuitBreakerEvent, CircuitState, Registry, Rejected, RetryEvent};
 
 use super::downstream::{Downstream, Work};
-use super::report::{Attempts, BreakerSummary, Counts, Latencies, RunReport, Sample};
+use super::report::{Attempts, BreakerSummary, Counts, Latencies, Outcome, RunReport, Sample};
 use super::rng::SplitMix64;
 use super::service::{Order, OrderError, OrderService, ORDERS};
 use super::{DrillConfig, DrillError, Layout, Observer, Progress};
 
-/// How one offered call ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    Succeeded,
-    Failed,
-    RejectedByBulkhead,
-    NotPermitted,
-    RateLimited,
-    TimedOut,
-    /// A rejection of another kind (re-entrancy); never expected in the drill, but counted so
-    /// that the reconciliation stays exact.
-    OtherRejection,
-}
-
-impl Outcome {
-    fn of(result: &Result<super::OrderId, OrderError>) -> Outcome {
-        match result {
-            Ok(_) => Outcome::Succeeded,
-            Err(OrderError::Downstream(_)) => Outcome::Failed,
-            Err(OrderError::Rejected(Rejected::BulkheadFull { .. })) => Outcome::RejectedByBulkhead,
-            Err(OrderError::Rejected(Rejected::CallNotPermitted { .. })) => Outcome::NotPermitted,
-            Err(OrderError::Rejected(Rejected::RequestNotPermitted { .. })) => Outcome::RateLimited,
-            Err(OrderError::Rejected(Rejected::TimedOut { .. })) => Outcome::TimedOut,
-            Err(OrderError::Rejected(_)) => Outcome::OtherRejection,
-        }
+/// How `result` ended, for the report.
+fn outcome_of(result: &Result<super::OrderId, OrderError>) -> Outcome {
+    match result {
+        Ok(_) => Outcome::Succeeded,
+        Err(OrderError::Downstream(_)) => Outcome::Failed,
+        Err(OrderError::Rejected(Rejected::BulkheadFull { .. })) => Outcome::RejectedByBulkhead,
+        Err(OrderError::Rejected(Rejected::CallNotPermitted { .. })) => Outcome::NotPermitted,
+        Err(OrderError::Rejected(Rejected::RequestNotPermitted { .. })) => Outcome::RateLimited,
+        Err(OrderError::Rejected(Rejected::TimedOut { .. })) => Outcome::TimedOut,
+        Err(OrderError::Rejected(_)) => Outcome::OtherRejection,
     }
 }
 
@@ -229,7 +214,7 @@ async fn caller(
             service.create_order(order).await
         };
         let latency = sent.elapsed();
-        let outcome = Outcome::of(&result);
+        let outcome = outcome_of(&result);
         stats.record(outcome, latency);
         live.record(outcome);
     }

@@ -7,8 +7,21 @@ use std::time::Duration;
 use resilience_runtime::CircuitState;
 use serde_json::{json, Value};
 
-use super::load::Outcome;
 use super::{DrillConfig, Layout};
+
+/// How one offered call ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Succeeded,
+    Failed,
+    RejectedByBulkhead,
+    NotPermitted,
+    RateLimited,
+    TimedOut,
+    /// A rejection of another kind (re-entrancy); never expected in the drill, but counted so
+    /// that the reconciliation stays exact.
+    OtherRejection,
+}
 
 /// How many offered calls ended in each outcome.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

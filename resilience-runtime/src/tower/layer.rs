@@ -1,17 +1,16 @@
-//! [`GuardLayer`]: named guard instances of a registry, as a tower `Layer`; the plans its
-//! services run ([`Plans`]); whether they make a request again ([`Attempts`]).
+//! [`GuardLayer`]: named guard instances of a registry, as a tower `Layer`.
 
 use std::fmt;
 use std::sync::Arc;
 
 use tower_layer::Layer;
 
+use super::attempts::{CloneRequests, SendOnce};
 use super::classify::ErrorsAreFailures;
+use super::plans::Plans;
 use super::service::GuardService;
-use crate::aspect::Aspect;
 use crate::error::ConfigError;
-use crate::plan::{Guard, GuardListError};
-use crate::plan_cache::{PlanCache, SitePlan};
+use crate::plan::Guard;
 use crate::registry::Registry;
 
 /// Guards a tower service with named guard instances: the very instances that `#[bulkhead]`,
@@ -188,98 +187,4 @@ impl<K, A> fmt::Debug for GuardLayer<K, A> {
             .field("classifier", &std::any::type_name::<K>())
             .finish()
     }
-}
-
-/// The plans of a layer's guards: the current one in its registry, found per request with the
-/// checks of a call site's (one atomic load of the registry's generation).
-pub(crate) struct Plans {
-    source: Source,
-}
-
-enum Source {
-    /// The global registry: plans interned, lent as `&'static` (no reference count per call).
-    Global(&'static PlanCache),
-    /// Another registry: the plan in an `Arc`, cached per layer.
-    Registry(Arc<Registry>, PlanCache),
-}
-
-impl Plans {
-    /// The plans of `guards` in the global registry.
-    fn new(guards: &[Guard<'_>], retrying: bool) -> Result<Self, ConfigError> {
-        if let Some(problem) = GuardListError::check(guards) {
-            return Err(ConfigError::new("guards", problem.to_string()));
-        }
-        if !retrying && guards.iter().any(|g| g.aspect() == Aspect::Retry) {
-            return Err(ConfigError::new(
-                "guards",
-                "a retry makes its request again, and this layer sends each request once; \
-                 build it with `GuardLayer::retrying`, whose service clones each request \
-                 (`Request: Clone`)",
-            ));
-        }
-        Ok(Plans {
-            source: Source::Global(PlanCache::for_list(guards)),
-        })
-    }
-
-    /// The plans of `guards` (checked) in `registry`.
-    fn in_registry(guards: &'static [Guard<'static>], registry: Arc<Registry>) -> Self {
-        let source = if std::ptr::eq(&*registry, Registry::global()) {
-            Source::Global(PlanCache::for_list(guards))
-        } else {
-            Source::Registry(registry, PlanCache::new(guards))
-        };
-        Plans { source }
-    }
-
-    fn cache(&self) -> &PlanCache {
-        match &self.source {
-            Source::Global(cache) => cache,
-            Source::Registry(_, cache) => cache,
-        }
-    }
-
-    /// The current plan.
-    #[inline]
-    pub(crate) fn get(&self) -> SitePlan {
-        match &self.source {
-            Source::Global(cache) => cache.site_plan(),
-            Source::Registry(registry, cache) => cache.site_plan_in(registry),
-        }
-    }
-}
-
-/// Whether a guarded service makes a request more than once: [`SendOnce`] (every layer but a
-/// retrying one) or [`CloneRequests`] (a [retrying](GuardLayer::retrying) layer, `Request: Clone`).
-pub trait Attempts<Request>: sealed::Sealed {
-    /// A copy of `request` for another attempt; `None` when requests are sent once.
-    fn again(&self, request: &Request) -> Option<Request>;
-}
-
-/// Each request is sent once (the layer has no retry).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SendOnce;
-
-/// Each attempt of a retry sends a clone of the request.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct CloneRequests;
-
-impl<Request> Attempts<Request> for SendOnce {
-    #[inline]
-    fn again(&self, _: &Request) -> Option<Request> {
-        None
-    }
-}
-
-impl<Request: Clone> Attempts<Request> for CloneRequests {
-    #[inline]
-    fn again(&self, request: &Request) -> Option<Request> {
-        Some(request.clone())
-    }
-}
-
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for super::SendOnce {}
-    impl Sealed for super::CloneRequests {}
 }

@@ -20,16 +20,19 @@
 //! # let _ = svc;
 //! ```
 
+mod attempts;
 mod classify;
 mod error;
 mod future;
 mod grpc;
 mod layer;
+mod plans;
 mod service;
 
+pub use attempts::{Attempts, CloneRequests, SendOnce};
 pub use classify::{Classifier, ErrorsAreFailures, ServerErrorsAreFailures};
 pub use error::GuardError;
 pub use future::ResponseFuture;
 pub use grpc::GrpcErrorsAreFailures;
-pub use layer::{Attempts, CloneRequests, GuardLayer, SendOnce};
+pub use layer::GuardLayer;
 pub use service::GuardService;

@@ -8,10 +8,11 @@ use std::task::{Context, Poll};
 
 use tower_service::Service;
 
+use super::attempts::Attempts;
 use super::classify::Classifier;
 use super::error::GuardError;
 use super::future::{Classified, ResponseFuture};
-use super::layer::{Attempts, Plans};
+use super::plans::Plans;
 use crate::call::{Owned, OwnedEntry};
 
 /// A tower service whose requests run through named guard instances; made by
