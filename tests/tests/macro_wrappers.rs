@@ -372,3 +372,29 @@ fn a_retry_waits_at_least_what_the_error_asks_for() {
     let waits = waits.lock().unwrap().clone();
     assert_eq!(waits, [Duration::from_millis(30), Duration::from_millis(1)]);
 }
+
+/// An extractor as axum's are: a tuple struct that is not `Clone`.
+struct Extracted<T>(T);
+
+static PRICED: AtomicU32 = AtomicU32::new(0);
+
+#[retry(name = "retry-patterns")]
+async fn price(
+    Extracted(sku): Extracted<String>,
+    (quantity, mut note): (u32, String),
+) -> Result<String, CallError> {
+    note.push('!');
+    match PRICED.fetch_add(1, Ordering::SeqCst) {
+        0 => Err(CallError::Downstream("busy")),
+        _ => Ok(format!("{quantity} x {sku} {note}")),
+    }
+}
+
+#[tokio::test]
+async fn a_retry_gives_each_attempt_a_copy_of_what_a_pattern_argument_binds() {
+    quick_retry("retry-patterns", 3);
+    let priced = price(Extracted("book".to_owned()), (2, "ok".to_owned())).await;
+    // The second attempt had its own `note`: the first attempt's push is not in it.
+    assert_eq!(priced.unwrap(), "2 x book ok!");
+    assert_eq!(PRICED.load(Ordering::SeqCst), 2);
+}

@@ -3,8 +3,10 @@
 
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned, ToTokens};
-use syn::{AttrStyle, Attribute, ExprAsync, Signature};
+use syn::visit_mut::{self, VisitMut};
+use syn::{AttrStyle, Attribute, ExprAsync, FnArg, Signature};
 
+use crate::args::Kind;
 use crate::model::{Guarded, Shape};
 use crate::stack::Stack;
 
@@ -168,6 +170,14 @@ pub(super) fn guard_fn(guarded: &Guarded<'_>, imports: &TokenStream) -> syn::Res
             }
         }
     };
+    // Under a retry every attempt binds its own copy of each argument, with the mutability
+    // written (`let mut x = again(&x)`); the function's own bindings are only read, and keep
+    // no `mut` (it would be reported unused).
+    let sig = if stack.of(Kind::Retry).is_some() {
+        &without_binding_mut(sig)
+    } else {
+        sig
+    };
     Ok(quote! {
         #(#outer_attrs)*
         #vis #defaultness #sig {
@@ -228,4 +238,22 @@ pub(super) fn classify(stack: &Stack, returns_result: bool, names: &Names) -> To
     let ignore = predicate(breaker.and_then(|b| b.ignore.as_ref()), false);
     let record = predicate(breaker.and_then(|b| b.record.as_ref()), true);
     quote!(|#result| #krate::__private::classify(#result, #ignore, #record))
+}
+
+/// `sig` with no `mut` on the bindings of its typed arguments (`mut x: T`, `(a, mut b): (A, B)`).
+fn without_binding_mut(sig: &Signature) -> Signature {
+    struct Immutable;
+    impl VisitMut for Immutable {
+        fn visit_pat_ident_mut(&mut self, ident: &mut syn::PatIdent) {
+            ident.mutability = None;
+            visit_mut::visit_pat_ident_mut(self, ident);
+        }
+    }
+    let mut sig = sig.clone();
+    for input in &mut sig.inputs {
+        if let FnArg::Typed(typed) = input {
+            Immutable.visit_pat_mut(&mut typed.pat);
+        }
+    }
+    sig
 }

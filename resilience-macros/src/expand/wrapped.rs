@@ -158,11 +158,17 @@ fn attempt_arguments(
             }
             FnArg::Typed(typed) => {
                 let Pat::Ident(ident) = &*typed.pat else {
-                    return Err(syn::Error::new_spanned(
-                        &typed.pat,
-                        "`#[retry]` gives each attempt its own copy of the arguments, so each \
-                         needs a name: write `name: Type` and destructure it in the body",
-                    ));
+                    // A pattern (`Path(id): Path<u32>`, `(a, b): (u32, String)`): the function
+                    // destructured it on entry, so each attempt gets a copy of what it bound.
+                    for binding in bindings(&typed.pat)? {
+                        let name = &binding.ident;
+                        let mutability = &binding.mutability;
+                        statements.extend(quote_spanned! {name.span()=>
+                            #[allow(clippy::redundant_clone)]
+                            let #mutability #name = #private::again(&#name);
+                        });
+                    }
+                    continue;
                 };
                 if ident.by_ref.is_some() || ident.subpat.is_some() {
                     return Err(syn::Error::new_spanned(
@@ -194,6 +200,67 @@ fn attempt_arguments(
         }
     }
     Ok(statements)
+}
+
+/// The names a pattern argument binds by value, in order.
+///
+/// # Errors
+///
+/// A binding by reference (`ref x`): an attempt cannot be given a copy of what it borrows.
+fn bindings(pat: &Pat) -> syn::Result<Vec<&syn::PatIdent>> {
+    let mut found = Vec::new();
+    collect_bindings(pat, &mut found)?;
+    Ok(found)
+}
+
+fn collect_bindings<'p>(pat: &'p Pat, found: &mut Vec<&'p syn::PatIdent>) -> syn::Result<()> {
+    match pat {
+        Pat::Ident(ident) => {
+            if ident.by_ref.is_some() {
+                return Err(syn::Error::new_spanned(
+                    ident,
+                    "`#[retry]` gives each attempt its own copy of what an argument binds, and \
+                     a `ref` binding borrows instead; bind it by value",
+                ));
+            }
+            found.push(ident);
+            if let Some((_, sub)) = &ident.subpat {
+                collect_bindings(sub, found)?;
+            }
+        }
+        Pat::Tuple(tuple) => {
+            for elem in &tuple.elems {
+                collect_bindings(elem, found)?;
+            }
+        }
+        Pat::TupleStruct(tuple) => {
+            for elem in &tuple.elems {
+                collect_bindings(elem, found)?;
+            }
+        }
+        Pat::Struct(structure) => {
+            for field in &structure.fields {
+                collect_bindings(&field.pat, found)?;
+            }
+        }
+        Pat::Slice(slice) => {
+            for elem in &slice.elems {
+                collect_bindings(elem, found)?;
+            }
+        }
+        Pat::Reference(reference) => collect_bindings(&reference.pat, found)?,
+        Pat::Paren(paren) => collect_bindings(&paren.pat, found)?,
+        Pat::Type(typed) => collect_bindings(&typed.pat, found)?,
+        // The alternatives of an or-pattern bind the same names.
+        Pat::Or(or) => {
+            if let Some(first) = or.cases.first() {
+                collect_bindings(first, found)?;
+            }
+        }
+        // `_`, `..`, literals, ranges and paths bind nothing.
+        _ => {}
+    }
+    Ok(())
 }
 
 fn mutable_in_async(span: proc_macro2::Span) -> syn::Error {
