@@ -176,6 +176,47 @@ pub mod __private {
         }
     }
 
+    /// An async fallback called with its arguments in one tuple (the guarded function's, then
+    /// the refusal or the error), for the attribute macros: a fallback that takes others is
+    /// reported at the fallback as the signature it must have ("expected function signature
+    /// `fn(Path<u32>, Rejected) -> _`"), not as a mismatch inside the guarded function's
+    /// signature with rustc's suggestions for the expanded call.
+    pub trait AsyncFallback<Args> {
+        /// The fallback's future.
+        type Future: std::future::Future;
+        /// Calls the fallback.
+        fn call_fallback(self, args: Args) -> Self::Future;
+    }
+
+    macro_rules! async_fallback {
+        ($($arg:ident),+) => {
+            impl<F, Fut, $($arg),+> AsyncFallback<($($arg,)+)> for F
+            where
+                F: FnOnce($($arg),+) -> Fut,
+                Fut: std::future::Future,
+            {
+                type Future = Fut;
+                #[inline(always)]
+                #[allow(non_snake_case)]
+                fn call_fallback(self, ($($arg,)+): ($($arg,)+)) -> Fut {
+                    self($($arg),+)
+                }
+            }
+        };
+    }
+    async_fallback!(A1);
+    async_fallback!(A1, A2);
+    async_fallback!(A1, A2, A3);
+    async_fallback!(A1, A2, A3, A4);
+    async_fallback!(A1, A2, A3, A4, A5);
+    async_fallback!(A1, A2, A3, A4, A5, A6);
+    async_fallback!(A1, A2, A3, A4, A5, A6, A7);
+    async_fallback!(A1, A2, A3, A4, A5, A6, A7, A8);
+    async_fallback!(A1, A2, A3, A4, A5, A6, A7, A8, A9);
+    async_fallback!(A1, A2, A3, A4, A5, A6, A7, A8, A9, A10);
+    async_fallback!(A1, A2, A3, A4, A5, A6, A7, A8, A9, A10, A11);
+    async_fallback!(A1, A2, A3, A4, A5, A6, A7, A8, A9, A10, A11, A12);
+
     /// No result asks for a wait of its own (a `#[retry]` without `retry_after`).
     #[inline(always)]
     pub fn no_retry_after<R>(_: &R) -> Option<Duration> {

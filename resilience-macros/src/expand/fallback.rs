@@ -98,6 +98,12 @@ pub(super) fn ending(guarded: &Guarded<'_>, is_async: bool, names: &Names) -> En
     // attribute and the signature and cannot be followed. Not for an async fallback (its future
     // has no name), nor where a pointer type cannot be written for the function's types
     // (`impl Trait`, or a return type borrowing through elided lifetimes).
+    // An async fallback's argument types can be written out: none is `impl Trait`, and the
+    // trait that calls it has an impl for as many (`__private::AsyncFallback`, up to 12).
+    let typed_arguments = types.len() < 12
+        && !types
+            .iter()
+            .any(|ty| mentions_impl_trait(ty.to_token_stream()));
     let nameable = !is_async
         && !mentions_impl_trait(output.to_token_stream())
         && !borrows(output.to_token_stream())
@@ -109,7 +115,7 @@ pub(super) fn ending(guarded: &Guarded<'_>, is_async: bool, names: &Names) -> En
     } else {
         Some(quote!(#krate::__private::Rejected))
     };
-    let callee = match error_type {
+    let callee = match &error_type {
         Some(last) if nameable => {
             let pointer = Ident::new("__fallback_fn", Span::mixed_site());
             quote_spanned! {path.span()=>
@@ -122,8 +128,20 @@ pub(super) fn ending(guarded: &Guarded<'_>, is_async: bool, names: &Names) -> En
         _ => callee,
     };
     let call = |last: &Ident| {
-        let call = if is_async {
-            // An async function's fallback is async too: its future is awaited here.
+        let call = if let (true, Some(last_type)) = (is_async && typed_arguments, &error_type) {
+            // An async function's fallback is async too: its future is awaited here. Called
+            // through a trait of the argument tuple it must take, written out, so that a
+            // fallback taking others is reported at the fallback, as the signature it must
+            // have ("expected function signature `fn(Path<u32>, Rejected) -> _`").
+            let private = respan(quote!(#krate::__private), path.span());
+            quote_spanned! {path.span()=>
+                <_ as #private::AsyncFallback<(#(#types,)* #last_type,)>>::call_fallback(
+                    #callee,
+                    (#(#args,)* #last,),
+                )
+                .await
+            }
+        } else if is_async {
             quote_spanned!(path.span()=> #callee(#(#args,)* #last).await)
         } else {
             quote_spanned!(path.span()=> #callee(#(#args,)* #last))
