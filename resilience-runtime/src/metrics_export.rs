@@ -3,6 +3,9 @@
 //! guards' own counters when the exporter is about to be scraped. Nothing is counted on the
 //! path of a call for it: the guards keep their counters anyway, and this reads them.
 
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
 use metrics::Label;
 
 use crate::aspect::aspect_table;
@@ -18,7 +21,9 @@ impl Registry {
     /// recorder, with the prefix `resilience` (see
     /// [`record_metrics_with_prefix`](Self::record_metrics_with_prefix) for the names).
     /// Call it where the metrics are read: in the handler that renders a Prometheus scrape,
-    /// or on an interval for an exporter that pushes.
+    /// or on an interval for an exporter that pushes; or let
+    /// [`export_metrics`](Self::export_metrics) call it on an interval, on a thread of its
+    /// own.
     ///
     /// ```
     /// use resilience_runtime::Registry;
@@ -58,6 +63,74 @@ impl Registry {
     pub fn record_metrics_with_prefix(&self, prefix: &str) {
         export_all(self, &Out { prefix });
     }
+}
+
+impl Registry {
+    /// Keeps every guard's metrics current in the installed `metrics` recorder: records them
+    /// now, then every `interval`, on a thread of its own, for the rest of the process. One
+    /// line at startup, after the recorder is installed, and a Prometheus scrape handler only
+    /// renders (nothing to forget there), and a push exporter has fresh values each period:
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use resilience_runtime::Registry;
+    ///
+    /// // With metrics-exporter-prometheus: `let prometheus = PrometheusBuilder::new().install_recorder()?;`,
+    /// // and `GET /metrics` answers `prometheus.render()`.
+    /// Registry::global().export_metrics(Duration::from_secs(5));
+    /// ```
+    ///
+    /// A value is at most `interval` old when read. Called again, the exporter takes the new
+    /// interval (and, with [`export_metrics_with_prefix`](Self::export_metrics_with_prefix),
+    /// the new prefix); it never starts a second thread for the same registry.
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn export_metrics(&'static self, interval: Duration) {
+        self.export_metrics_with_prefix("resilience", interval);
+    }
+
+    /// [`export_metrics`](Self::export_metrics) with the names of
+    /// [`record_metrics_with_prefix`](Self::record_metrics_with_prefix).
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn export_metrics_with_prefix(&'static self, prefix: &str, interval: Duration) {
+        // One exporter per registry, found by its address (a `'static` registry never moves).
+        static EXPORTERS: Mutex<Vec<(usize, Arc<Exporter>)>> = Mutex::new(Vec::new());
+        let settings = (prefix.to_owned(), interval.max(Duration::from_millis(1)));
+        self.record_metrics_with_prefix(prefix);
+        let mut exporters = EXPORTERS.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = std::ptr::from_ref(self) as usize;
+        if let Some((_, exporter)) = exporters.iter().find(|(at, _)| *at == key) {
+            *exporter
+                .settings
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = settings;
+            return;
+        }
+        let exporter = Arc::new(Exporter {
+            settings: Mutex::new(settings),
+        });
+        exporters.push((key, Arc::clone(&exporter)));
+        let spawned = std::thread::Builder::new()
+            .name("resilience-metrics".to_owned())
+            .spawn(move || loop {
+                let (prefix, interval) = exporter
+                    .settings
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone();
+                std::thread::sleep(interval);
+                self.record_metrics_with_prefix(&prefix);
+            });
+        if spawned.is_err() {
+            // No thread to be had: the metrics were recorded once, and the next call tries
+            // again.
+            exporters.retain(|(at, _)| *at != key);
+        }
+    }
+}
+
+/// What an exporter thread records, and how often.
+struct Exporter {
+    settings: Mutex<(String, Duration)>,
 }
 
 /// Where a scrape's metrics go: the installed recorder, under one prefix.
