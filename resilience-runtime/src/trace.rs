@@ -8,6 +8,17 @@
 //! rate reaching its threshold are `INFO`; a single refusal, retry or time-out is `DEBUG`, so
 //! that an overload does not flood the logs; a retry that ends is `DEBUG` too. Every event has
 //! the target `resilience` and the fields `aspect` and `name`, plus its own.
+//!
+//! The per-call `DEBUG` events (refusals, retries, time-outs) are throttled per instance and
+//! kind ([`Throttle`]): at most one line per [`THROTTLE`] (on the registry's clock), the first
+//! at once; those left out are counted, and the next line says how many (its field `more`).
+//! An overload of 45 000 refusals is then a line a second per guard, not 45 000 lines. Code
+//! that needs every event subscribes to the guard (`subscribe`), which is not throttled.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::clock::Clock;
 
 use crate::bulkhead::{Bulkhead, BulkheadEvent};
 use crate::circuit_breaker::{CircuitBreaker, CircuitBreakerEvent};
@@ -18,8 +29,60 @@ use crate::time_limiter::{TimeLimiter, TimeLimiterEvent};
 
 /// A guard whose events can be forwarded to `tracing`.
 pub(crate) trait Forward {
-    /// Subscribes the forwarder of this guard's events.
-    fn forward_events(&self);
+    /// Subscribes the forwarder of this guard's events; `clock` (the registry's) paces its
+    /// throttled lines.
+    fn forward_events(&self, clock: &Clock);
+}
+
+/// The least time between two lines of one instance's per-call events of one kind.
+pub(crate) const THROTTLE: Duration = Duration::from_secs(1);
+
+/// One instance's per-call events of one kind, at most one line per [`THROTTLE`]: the first
+/// at once, the others counted until a line is due. Lock-free: under an overload every
+/// refusal passes here.
+struct Throttle {
+    clock: Clock,
+    /// When the next line may be written, in the clock's nanoseconds.
+    next_at: AtomicU64,
+    /// The events left out since the last line.
+    left_out: AtomicU64,
+}
+
+impl Throttle {
+    fn new(clock: &Clock) -> Self {
+        Throttle {
+            clock: clock.clone(),
+            next_at: AtomicU64::new(0),
+            left_out: AtomicU64::new(0),
+        }
+    }
+
+    /// `Some(more)` if this event is written, `more` the events left out since the last line;
+    /// `None` if it is left out (and counted).
+    fn admit(&self) -> Option<u64> {
+        let now = self.clock.now_nanos();
+        let next = self.next_at.load(Ordering::Relaxed);
+        let due = now.saturating_add(THROTTLE.as_nanos() as u64);
+        if now >= next
+            && self
+                .next_at
+                .compare_exchange(next, due, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            return Some(self.left_out.swap(0, Ordering::Relaxed));
+        }
+        self.left_out.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+}
+
+/// What a throttled line adds to its message: the events left out before it, if any.
+fn and_more(more: u64) -> String {
+    if more == 0 {
+        String::new()
+    } else {
+        format!(" ({more} more like it since the last line)")
+    }
 }
 
 fn millis(d: std::time::Duration) -> u64 {
@@ -27,8 +90,9 @@ fn millis(d: std::time::Duration) -> u64 {
 }
 
 impl Forward for CircuitBreaker {
-    fn forward_events(&self) {
-        self.subscribe_with(Interest::Rare, |event| match event {
+    fn forward_events(&self, clock: &Clock) {
+        let refused = Throttle::new(clock);
+        self.subscribe_with(Interest::Rare, move |event| match event {
             CircuitBreakerEvent::StateTransition { name, from, to } if to.refuses_calls() => {
                 tracing::warn!(
                     target: "resilience",
@@ -76,12 +140,16 @@ impl Forward for CircuitBreaker {
                 );
             }
             CircuitBreakerEvent::NotPermitted { name } => {
-                tracing::debug!(
-                    target: "resilience",
-                    aspect = "circuit_breaker",
-                    name = name.as_str(),
-                    "circuit breaker `{name}` refused a call"
-                );
+                if let Some(more) = refused.admit() {
+                    tracing::debug!(
+                        target: "resilience",
+                        aspect = "circuit_breaker",
+                        name = name.as_str(),
+                        more,
+                        "circuit breaker `{name}` refused a call{}",
+                        and_more(more)
+                    );
+                }
             }
             // The events of ordinary calls, heard only while another subscriber asks for them.
             CircuitBreakerEvent::Success { .. }
@@ -92,32 +160,42 @@ impl Forward for CircuitBreaker {
 }
 
 impl Forward for Bulkhead {
-    fn forward_events(&self) {
-        self.subscribe_with(Interest::Rare, |event| match event {
+    fn forward_events(&self, clock: &Clock) {
+        let rejected = Throttle::new(clock);
+        self.subscribe_with(Interest::Rare, move |event| match event {
             BulkheadEvent::CallRejected { name, waited } => {
-                tracing::debug!(
-                    target: "resilience",
-                    aspect = "bulkhead",
-                    name = name.as_str(),
-                    waited_ms = millis(*waited),
-                    "bulkhead `{name}` is full: call rejected"
-                );
+                if let Some(more) = rejected.admit() {
+                    tracing::debug!(
+                        target: "resilience",
+                        aspect = "bulkhead",
+                        name = name.as_str(),
+                        waited_ms = millis(*waited),
+                        more,
+                        "bulkhead `{name}` is full: call rejected{}",
+                        and_more(more)
+                    );
+                }
             }
         });
     }
 }
 
 impl Forward for RateLimiter {
-    fn forward_events(&self) {
-        self.subscribe_with(Interest::Rare, |event| match event {
+    fn forward_events(&self, clock: &Clock) {
+        let refused = Throttle::new(clock);
+        self.subscribe_with(Interest::Rare, move |event| match event {
             RateLimiterEvent::FailedAcquire { name, retry_after } => {
-                tracing::debug!(
-                    target: "resilience",
-                    aspect = "rate_limiter",
-                    name = name.as_str(),
-                    retry_after_ms = millis(*retry_after),
-                    "rate limiter `{name}` refused a call"
-                );
+                if let Some(more) = refused.admit() {
+                    tracing::debug!(
+                        target: "resilience",
+                        aspect = "rate_limiter",
+                        name = name.as_str(),
+                        retry_after_ms = millis(*retry_after),
+                        more,
+                        "rate limiter `{name}` refused a call{}",
+                        and_more(more)
+                    );
+                }
             }
             RateLimiterEvent::SuccessfulAcquire { .. } => {}
         });
@@ -125,39 +203,56 @@ impl Forward for RateLimiter {
 }
 
 impl Forward for Retry {
-    fn forward_events(&self) {
-        self.subscribe_with(Interest::Rare, |event| match event {
+    fn forward_events(&self, clock: &Clock) {
+        let (retried, exhausted, recovered) = (
+            Throttle::new(clock),
+            Throttle::new(clock),
+            Throttle::new(clock),
+        );
+        self.subscribe_with(Interest::Rare, move |event| match event {
             RetryEvent::Retry {
                 name,
                 attempt,
                 wait,
             } => {
-                tracing::debug!(
-                    target: "resilience",
-                    aspect = "retry",
-                    name = name.as_str(),
-                    attempt,
-                    wait_ms = millis(*wait),
-                    "retry `{name}`: attempt {attempt} failed, retrying"
-                );
+                if let Some(more) = retried.admit() {
+                    tracing::debug!(
+                        target: "resilience",
+                        aspect = "retry",
+                        name = name.as_str(),
+                        attempt,
+                        wait_ms = millis(*wait),
+                        more,
+                        "retry `{name}`: attempt {attempt} failed, retrying{}",
+                        and_more(more)
+                    );
+                }
             }
             RetryEvent::Error { name, attempts } => {
-                tracing::debug!(
-                    target: "resilience",
-                    aspect = "retry",
-                    name = name.as_str(),
-                    attempts,
-                    "retry `{name}`: every attempt failed"
-                );
+                if let Some(more) = exhausted.admit() {
+                    tracing::debug!(
+                        target: "resilience",
+                        aspect = "retry",
+                        name = name.as_str(),
+                        attempts,
+                        more,
+                        "retry `{name}`: every attempt failed{}",
+                        and_more(more)
+                    );
+                }
             }
             RetryEvent::Success { name, attempts } => {
-                tracing::debug!(
-                    target: "resilience",
-                    aspect = "retry",
-                    name = name.as_str(),
-                    attempts,
-                    "retry `{name}`: succeeded after retrying"
-                );
+                if let Some(more) = recovered.admit() {
+                    tracing::debug!(
+                        target: "resilience",
+                        aspect = "retry",
+                        name = name.as_str(),
+                        attempts,
+                        more,
+                        "retry `{name}`: succeeded after retrying{}",
+                        and_more(more)
+                    );
+                }
             }
             RetryEvent::IgnoredError { name, attempts } => {
                 tracing::trace!(
@@ -173,16 +268,21 @@ impl Forward for Retry {
 }
 
 impl Forward for TimeLimiter {
-    fn forward_events(&self) {
-        self.subscribe_with(Interest::Rare, |event| match event {
+    fn forward_events(&self, clock: &Clock) {
+        let cut = Throttle::new(clock);
+        self.subscribe_with(Interest::Rare, move |event| match event {
             TimeLimiterEvent::Timeout { name, timeout } => {
-                tracing::debug!(
-                    target: "resilience",
-                    aspect = "time_limiter",
-                    name = name.as_str(),
-                    timeout_ms = millis(*timeout),
-                    "time limiter `{name}` cut a call off"
-                );
+                if let Some(more) = cut.admit() {
+                    tracing::debug!(
+                        target: "resilience",
+                        aspect = "time_limiter",
+                        name = name.as_str(),
+                        timeout_ms = millis(*timeout),
+                        more,
+                        "time limiter `{name}` cut a call off{}",
+                        and_more(more)
+                    );
+                }
             }
             TimeLimiterEvent::Success { .. } | TimeLimiterEvent::Error { .. } => {}
         });

@@ -243,3 +243,42 @@ fn forwarding_twice_logs_each_event_once_and_ordinary_calls_never() {
     assert_eq!(seen[0].level, Level::WARN);
     assert_eq!(field(&seen[0], "to"), "forced_open");
 }
+
+#[test]
+fn under_overload_the_refusals_of_an_instance_are_a_line_a_second_with_a_count() {
+    let clock = resilience_runtime::ManualClock::new();
+    let registry = Registry::with_clock(clock.clone());
+    let one = BulkheadConfig::builder()
+        .max_concurrent_calls(1)
+        .build()
+        .unwrap();
+    registry.configure_bulkhead("flooded", one).unwrap();
+    let events = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let seen = captured(|| {
+        registry.trace_events();
+        let bulkhead = registry.bulkhead("flooded");
+        // Code that subscribes still hears every refusal.
+        let counted = std::sync::Arc::clone(&events);
+        bulkhead.subscribe(move |_| {
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        });
+        let _held = bulkhead.try_acquire().unwrap();
+        for _ in 0..50 {
+            assert!(bulkhead.try_acquire().is_err());
+        }
+        clock.advance(Duration::from_secs(1));
+        assert!(bulkhead.try_acquire().is_err());
+    });
+    let lines: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| s.fields.get("aspect").is_some_and(|a| a == "bulkhead"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{seen:#?}");
+    assert_eq!(field(lines[0], "more"), "0");
+    assert_eq!(field(lines[1], "more"), "49");
+    assert!(
+        field(lines[1], "message").contains("49 more like it"),
+        "{lines:#?}"
+    );
+    assert_eq!(events.load(std::sync::atomic::Ordering::Relaxed), 51);
+}

@@ -300,7 +300,7 @@ macro_rules! registered {
                 fn tap(&self, tap: &Tap) {
                     match tap {
                         #[cfg(feature = "tracing")]
-                        Tap::Tracing => crate::trace::Forward::forward_events(self),
+                        Tap::Tracing(clock) => crate::trace::Forward::forward_events(self, clock),
                         Tap::Recent(log) => crate::recent::Keep::keep_events_in(self, log),
                     }
                 }

@@ -107,9 +107,9 @@ pub struct Registry {
 /// A destination of every instance's rare events.
 #[derive(Clone)]
 enum Tap {
-    /// Forwarded to `tracing`.
+    /// Forwarded to `tracing`, the per-call events throttled on the registry's clock.
     #[cfg(feature = "tracing")]
-    Tracing,
+    Tracing(Clock),
     /// Kept in a bounded log.
     Recent(Arc<EventLog>),
 }
@@ -410,7 +410,10 @@ impl Registry {
     #[cfg(feature = "tracing")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
     pub fn trace_events(&self) {
-        self.add_tap(|tap| matches!(tap, Tap::Tracing), || Tap::Tracing);
+        self.add_tap(
+            |tap| matches!(tap, Tap::Tracing(_)),
+            || Tap::Tracing(self.clock.clone()),
+        );
     }
 
     /// Keeps the newest `capacity` rare events of every guard of this registry (those that
@@ -448,7 +451,7 @@ impl Registry {
             .find_map(|tap| match tap {
                 Tap::Recent(log) => Some(log.snapshot()),
                 #[cfg(feature = "tracing")]
-                Tap::Tracing => None,
+                Tap::Tracing(_) => None,
             })
             .unwrap_or_default()
     }
