@@ -134,8 +134,9 @@ fn rates_of(run: &RunReport) -> Vec<Vec<(f64, f64)>> {
         .collect()
 }
 
-/// The lowest rate the scale shows; below it, a line runs along the bottom.
-const FLOOR: f64 = 10.0;
+/// The lowest rate the scale shows; below it, a line runs along the bottom. One call in half a
+/// second (2/s) is above it: a series of a few failures stays in sight.
+const FLOOR: f64 = 1.0;
 
 /// The first of 10, 20, 50, 100, 200, … at or above `value`.
 fn nice_ceiling(value: u64) -> u64 {
@@ -159,7 +160,7 @@ struct Scales {
 
 /// The power of ten at or above `value`, at least 100.
 fn power_ceiling(value: f64) -> f64 {
-    10f64.powf(value.log10().ceil()).max(FLOOR * 10.0)
+    10f64.powf(value.log10().ceil()).max(100.0)
 }
 
 fn panel(svg: &mut String, top: f64, run: &RunReport, series: &[Vec<(f64, f64)>], scales: &Scales) {
@@ -219,10 +220,12 @@ fn panel(svg: &mut String, top: f64, run: &RunReport, series: &[Vec<(f64, f64)>]
     let _ = writeln!(
         svg,
         r##"<line x1="{LEFT}" y1="{bottom}" x2="{}" y2="{bottom}" stroke="#999999"/><line x1="{LEFT}" y1="{plot_top}" x2="{LEFT}" y2="{bottom}" stroke="#999999"/>
-<line x1="{:.1}" y1="{plot_top}" x2="{:.1}" y2="{bottom}" stroke="#999999" stroke-dasharray="3 3"/>"##,
+<line x1="{:.1}" y1="{plot_top}" x2="{:.1}" y2="{bottom}" stroke="#999999" stroke-dasharray="3 3"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#777777" font-size="10">load ends</text>"##,
         WIDTH - RIGHT,
         x_of(run.duration.as_secs_f64()),
         x_of(run.duration.as_secs_f64()),
+        x_of(run.duration.as_secs_f64()) - 3.0,
+        plot_top + 10.0,
     );
     let mut rate = FLOOR;
     while rate <= y_max * 1.0001 {
@@ -360,9 +363,12 @@ mod tests {
             2,
             "the span and the legend"
         );
-        // 30 successes per 100 ms: 300 per second, on a scale of 10 to 1000.
-        assert!(svg.contains(">10/s<") && svg.contains(">1000/s<"), "{svg}");
+        // 30 successes per 100 ms: 300 per second, on a scale of 1 to 1000 (a rate of a call
+        // or two a second stays above the bottom).
+        assert!(svg.contains(">1/s<") && svg.contains(">1000/s<"), "{svg}");
         assert!(!svg.contains(">10000/s<"), "{svg}");
+        // The end of the offered load is labelled, in each panel.
+        assert_eq!(svg.matches(">load ends</text>").count(), 2, "{svg}");
     }
 
     #[test]
