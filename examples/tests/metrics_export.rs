@@ -4,8 +4,22 @@
 
 use std::time::Duration;
 
-use metrics_exporter_prometheus::PrometheusBuilder;
-use resilience_runtime::{BulkheadConfig, Registry};
+use std::sync::OnceLock;
+
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use resilience_runtime::{
+    BulkheadConfig, CircuitBreakerConfig, Guard, Registry, RetryConfig, SlidingWindow,
+};
+
+/// The Prometheus recorder, installed once for the test binary (one global recorder).
+fn prometheus() -> &'static PrometheusHandle {
+    static PROMETHEUS: OnceLock<PrometheusHandle> = OnceLock::new();
+    PROMETHEUS.get_or_init(|| {
+        PrometheusBuilder::new()
+            .install_recorder()
+            .expect("the only recorder of this test binary")
+    })
+}
 
 /// The value of the sample of `metric` for the instance `name`, if rendered.
 fn sample(text: &str, metric: &str, name: &str) -> Option<f64> {
@@ -17,9 +31,7 @@ fn sample(text: &str, metric: &str, name: &str) -> Option<f64> {
 
 #[test]
 fn exported_metrics_reach_a_scrape_that_only_renders_and_stay_current() {
-    let prometheus = PrometheusBuilder::new()
-        .install_recorder()
-        .expect("the only recorder of this test binary");
+    let prometheus = prometheus();
     let registry = Registry::global();
     let three = BulkheadConfig::builder()
         .max_concurrent_calls(3)
@@ -48,4 +60,65 @@ fn exported_metrics_reach_a_scrape_that_only_renders_and_stay_current() {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(seen, Some(2.0));
+}
+
+/// The metrics the queries of Resilience4j's own Grafana dashboard (`grafana_dashboard.json`
+/// at the root of its repository, its current and earlier versions) read, as Micrometer's
+/// Prometheus registry names them.
+const RESILIENCE4J_DASHBOARD: &[&str] = &[
+    "resilience4j_circuitbreaker_state",
+    "resilience4j_circuitbreaker_failure_rate",
+    "resilience4j_circuitbreaker_buffered_calls",
+    "resilience4j_circuitbreaker_max_buffered_calls",
+    "resilience4j_circuitbreaker_calls_seconds_count",
+    "resilience4j_circuitbreaker_calls_total",
+    "resilience4j_retry_calls_total",
+    "resilience4j_bulkhead_available_concurrent_calls",
+    "resilience4j_bulkhead_max_allowed_concurrent_calls",
+];
+
+#[test]
+fn with_the_resilience4j_prefix_its_dashboards_queries_find_their_metrics() {
+    let prometheus = prometheus();
+    let registry = Registry::new();
+    let window = CircuitBreakerConfig::builder()
+        .sliding_window(SlidingWindow::CountBased(20))
+        .build()
+        .unwrap();
+    registry
+        .configure_circuit_breaker("backendA", window)
+        .unwrap();
+    registry
+        .configure_retry("backendA", RetryConfig::builder().build().unwrap())
+        .unwrap();
+    let _ = registry.bulkhead("backendA");
+    let plan = registry
+        .plan(&[
+            Guard::circuit_breaker("backendA"),
+            Guard::bulkhead("backendA"),
+        ])
+        .unwrap();
+    let _: Result<u32, resilience_runtime::Rejected> = plan.call(|| Ok(1));
+    registry.record_metrics_with_prefix("resilience4j");
+
+    let rendered = prometheus.render();
+    for name in RESILIENCE4J_DASHBOARD {
+        assert!(
+            rendered
+                .lines()
+                .any(|line| line.starts_with(&format!("{name}{{")) && line.contains("backendA")),
+            "Resilience4j's dashboard reads `{name}`, which is not rendered:\n{rendered}"
+        );
+    }
+    let calls = rendered
+        .lines()
+        .find(|line| {
+            line.starts_with("resilience4j_circuitbreaker_calls_seconds_count{")
+                && line.contains("kind=\"successful\"")
+                && line.contains("backendA")
+        })
+        .expect("the successful calls' count");
+    assert!(calls.ends_with(" 1"), "{calls}");
+    // The latency panels read the timers' `_sum`: call durations are not timed.
+    assert!(!rendered.contains("resilience4j_circuitbreaker_calls_seconds_sum"));
 }

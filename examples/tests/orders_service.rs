@@ -162,7 +162,7 @@ async fn a_full_bulkhead_answers_503_with_retry_after_and_the_breaker_stays_clos
     assert_eq!(
         sample(
             &during,
-            "resilience_bulkhead_calls",
+            "resilience_bulkhead_calls_total",
             &[("kind", "rejected")]
         ) - before.rejected,
         refused_so_far
@@ -268,18 +268,28 @@ async fn a_full_bulkhead_answers_503_with_retry_after_and_the_breaker_stays_clos
 
     // GET /metrics, once the overload is over, counts what the clients saw.
     let after = scrape(&client, addr).await;
-    let breaker_calls = |kind| sample(&after, "resilience_circuitbreaker_calls", &[("kind", kind)]);
+    let breaker_calls = |kind| {
+        sample(
+            &after,
+            "resilience_circuitbreaker_calls_total",
+            &[("kind", kind)],
+        )
+    };
     assert_eq!(breaker_calls("successful") - before.successful, admitted);
     assert_eq!(breaker_calls("failed") - before.failed, 0);
     assert_eq!(breaker_calls("not_permitted") - before.not_permitted, 0);
     assert_eq!(
-        sample(&after, "resilience_bulkhead_calls", &[("kind", "rejected")]) - before.rejected,
+        sample(
+            &after,
+            "resilience_bulkhead_calls_total",
+            &[("kind", "rejected")]
+        ) - before.rejected,
         rejected
     );
     assert_eq!(
         sample(
             &after,
-            "resilience_bulkhead_calls",
+            "resilience_bulkhead_calls_total",
             &[("kind", "permitted")]
         ) - before.permitted,
         admitted

@@ -10,7 +10,7 @@ use metrics::Label;
 
 use crate::aspect::aspect_table;
 use crate::bulkhead::Bulkhead;
-use crate::circuit_breaker::{CircuitBreaker, CircuitState};
+use crate::circuit_breaker::{CircuitBreaker, CircuitState, SlidingWindow};
 use crate::rate_limiter::RateLimiter;
 use crate::registry::{GuardInstance, Registry};
 use crate::retry::Retry;
@@ -40,25 +40,29 @@ impl Registry {
     }
 
     /// [`record_metrics`](Self::record_metrics) with the names starting `{prefix}_`; with
-    /// `"resilience4j"` a dashboard made for Resilience4j's Micrometer metrics reads them as
-    /// they are. Every metric has the label `name` (the instance); counters count since the
+    /// `"resilience4j"` the queries of Resilience4j's own Grafana dashboard find them, all but
+    /// its latency panels (call durations, below). Every metric has the label `name` (the instance); counters count since the
     /// guard was created and only grow.
     ///
     /// | metric | kind | other labels |
     /// |---|---|---|
     /// | `{prefix}_circuitbreaker_state` | gauge: 1 for the state the breaker is in, 0 for the others | `state`: `closed`, `open`, `half_open`, `forced_open`, `disabled`, `metrics_only` |
-    /// | `{prefix}_circuitbreaker_calls` | counter | `kind`: `successful`, `failed`, `ignored`, `not_permitted` |
+    /// | `{prefix}_circuitbreaker_calls_total` | counter | `kind`: `successful`, `failed`, `ignored`, `not_permitted` |
+    /// | `{prefix}_circuitbreaker_calls_seconds_count`, `{prefix}_circuitbreaker_not_permitted_calls_total` | counter: the same counts under Micrometer's names (the calls that ran, by `kind`; the refused ones) | `kind` |
+    /// | `{prefix}_circuitbreaker_max_buffered_calls` | gauge: the size of a count window | |
     /// | `{prefix}_circuitbreaker_failure_rate`, `…_slow_call_rate` | gauge, percent (−1 until the window holds its minimum of calls) | |
     /// | `{prefix}_circuitbreaker_buffered_calls`, `…_slow_calls` | gauge: the calls in the window | `kind`: `successful`, `failed` |
     /// | `{prefix}_bulkhead_available_concurrent_calls`, `…_max_allowed_concurrent_calls` | gauge | |
-    /// | `{prefix}_bulkhead_calls` | counter | `kind`: `permitted`, `rejected`, `finished` |
+    /// | `{prefix}_bulkhead_calls_total` | counter | `kind`: `permitted`, `rejected`, `finished` |
     /// | `{prefix}_ratelimiter_available_permissions`, `…_waiting_threads` | gauge | |
-    /// | `{prefix}_ratelimiter_calls` | counter | `kind`: `successful`, `failed` |
-    /// | `{prefix}_retry_calls` | counter | `kind`: `successful_without_retry`, `successful_with_retry`, `failed_without_retry`, `failed_with_retry` |
-    /// | `{prefix}_timelimiter_calls` | counter | `kind`: `successful`, `failed`, `timeout` |
+    /// | `{prefix}_ratelimiter_calls_total` | counter | `kind`: `successful`, `failed` |
+    /// | `{prefix}_retry_calls_total` | counter | `kind`: `successful_without_retry`, `successful_with_retry`, `failed_without_retry`, `failed_with_retry` |
+    /// | `{prefix}_timelimiter_calls_total` | counter | `kind`: `successful`, `failed`, `timeout` |
     ///
-    /// Not exported: call durations (Resilience4j's timers), which would cost every call a
-    /// clock reading and a histogram update.
+    /// Counters end in `_total`, as Micrometer's Prometheus registry names them. Not exported:
+    /// call durations (the `_sum` and `_bucket` of Resilience4j's timers), which would cost
+    /// every call a clock reading and a histogram update; a dashboard's panels of call rates
+    /// by outcome read the `_count`, which is exported.
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn record_metrics_with_prefix(&self, prefix: &str) {
         export_all(self, &Out { prefix });
@@ -143,7 +147,13 @@ impl Out<'_> {
         metrics::gauge!(format!("{}_{name}", self.prefix), labels).set(value);
     }
 
+    /// A counter, named as Prometheus and Micrometer name counters: `{prefix}_{name}_total`.
     fn counter(&self, name: &str, labels: Vec<Label>, value: u64) {
+        metrics::counter!(format!("{}_{name}_total", self.prefix), labels).absolute(value);
+    }
+
+    /// A counting series named as it is (a timer's `…_seconds_count`).
+    fn count(&self, name: &str, labels: Vec<Label>, value: u64) {
         metrics::counter!(format!("{}_{name}", self.prefix), labels).absolute(value);
     }
 }
@@ -201,6 +211,29 @@ impl Export for CircuitBreaker {
             ("not_permitted", m.total_not_permitted_calls()),
         ] {
             out.counter("circuitbreaker_calls", with(name, "kind", kind), value);
+            // Micrometer's names for the same counts: the calls that ran are its timer's
+            // `…_calls_seconds_count` (no durations are timed: there is no `_sum`), the
+            // refused ones `…_not_permitted_calls_total`.
+            if kind == "not_permitted" {
+                out.counter(
+                    "circuitbreaker_not_permitted_calls",
+                    with(name, "kind", kind),
+                    value,
+                );
+            } else {
+                out.count(
+                    "circuitbreaker_calls_seconds_count",
+                    with(name, "kind", kind),
+                    value,
+                );
+            }
+        }
+        if let SlidingWindow::CountBased(size) = breaker.config().sliding_window() {
+            out.gauge(
+                "circuitbreaker_max_buffered_calls",
+                named(name),
+                f64::from(size),
+            );
         }
         out.gauge(
             "circuitbreaker_failure_rate",

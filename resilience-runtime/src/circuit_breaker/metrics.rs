@@ -128,7 +128,7 @@ impl CircuitBreakerMetrics {
 
     /// The calls recorded as successes since the breaker was created. Unlike the counts above,
     /// which are those of the current window, this one only grows: a transition, a reset or a
-    /// reconfiguration keeps counting (a metrics counter, `…_circuitbreaker_calls{kind="successful"}`).
+    /// reconfiguration keeps counting (a metrics counter, `…_circuitbreaker_calls_total{kind="successful"}`).
     pub fn total_successful_calls(&self) -> u64 {
         self.totals.successful
     }
