@@ -221,7 +221,7 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_lists_every_error_code_status_and_aspect() {
+    fn the_http_docs_list_every_error_code_status_and_aspect() {
         let name = || Name::from("orders");
         let every = [
             Rejected::BulkheadFull {
@@ -261,19 +261,25 @@ mod tests {
             Rejected::Unconfigured { .. } => 6,
         };
         assert!(every.iter().map(index).eq(0..every.len()));
-        let readme = include_str!("../README.md");
+        let readme = include_str!("../docs/http.md");
         for rejected in &every {
             let (status, _, code) = parts(rejected);
             assert!(
                 readme.contains(&format!("`{code}`")),
-                "README lacks `{code}`"
+                "docs/http.md lacks `{code}`"
             );
             let row = format!("| {} |", status.as_u16());
-            assert!(readme.contains(&row), "README's table lacks {row}");
+            assert!(
+                readme.contains(&row),
+                "the table of docs/http.md lacks {row}"
+            );
         }
         for aspect in Aspect::ALL {
             let listed = format!("`{}`", aspect.as_str());
-            assert!(readme.contains(&listed), "README lacks the aspect {listed}");
+            assert!(
+                readme.contains(&listed),
+                "docs/http.md lacks the aspect {listed}"
+            );
         }
     }
 

@@ -14,6 +14,27 @@
 // docs.rs marks each item with the feature it needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+// The task pages of `docs/`, whose examples are tested as the README's are.
+#[cfg(all(doctest, feature = "toml"))]
+mod docs {
+    #[doc = include_str!("../docs/stacking.md")]
+    struct Stacking;
+    #[doc = include_str!("../docs/configuration.md")]
+    struct Configuration;
+    #[doc = include_str!("../docs/testing.md")]
+    struct Testing;
+    #[doc = include_str!("../docs/observability.md")]
+    struct Observability;
+    #[doc = include_str!("../docs/http.md")]
+    struct Http;
+    #[doc = include_str!("../docs/runtime-by-hand.md")]
+    struct RuntimeByHand;
+    #[doc = include_str!("../docs/overload-drill.md")]
+    struct OverloadDrill;
+    #[doc = include_str!("../docs/development.md")]
+    struct Development;
+}
+
 mod aspect;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]

@@ -724,21 +724,37 @@ fn toml_blocks(markdown: &str) -> Vec<String> {
     blocks
 }
 
-const README: &str = include_str!("../../README.md");
+/// The README and the task pages of `docs/`.
+const DOCS: [(&str, &str); 3] = [
+    ("README.md", include_str!("../../README.md")),
+    ("docs/configuration.md", CONFIGURATION),
+    (
+        "docs/observability.md",
+        include_str!("../../docs/observability.md"),
+    ),
+];
+
+/// The page on configuration, whose errors are checked against the library's.
+const CONFIGURATION: &str = include_str!("../../docs/configuration.md");
 
 #[test]
 fn every_configuration_the_docs_show_or_ship_loads() {
-    // The README's Cargo manifest lines are TOML too, and not a configuration document.
-    let blocks: Vec<String> = toml_blocks(README)
-        .into_iter()
-        .filter(|b| !b.trim_start().starts_with("[dependencies]"))
-        .collect();
-    assert!(!blocks.is_empty(), "the README shows a configuration file");
-    for block in &blocks {
-        if let Err(e) = Registry::new().load_toml(block) {
-            panic!("README block refused: {e}\n{block}");
+    for (page, text) in DOCS {
+        // A Cargo manifest's lines are TOML too, and not a configuration document.
+        let blocks: Vec<String> = toml_blocks(text)
+            .into_iter()
+            .filter(|b| !b.trim_start().starts_with("[dependencies]"))
+            .collect();
+        for block in &blocks {
+            if let Err(e) = Registry::new().load_toml(block) {
+                panic!("{page}: block refused: {e}\n{block}");
+            }
         }
     }
+    assert!(
+        !toml_blocks(CONFIGURATION).is_empty(),
+        "the configuration page shows a file"
+    );
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/config");
     let mut shipped = 0;
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -754,12 +770,12 @@ fn every_configuration_the_docs_show_or_ship_loads() {
 }
 
 #[test]
-fn the_errors_the_readme_shows_are_the_ones_its_file_gets() {
-    let blocks = toml_blocks(README);
+fn the_errors_the_docs_show_are_the_ones_their_file_gets() {
+    let blocks = toml_blocks(CONFIGURATION);
     let file = blocks
         .iter()
         .find(|b| b.starts_with("[bulkhead.instances.orders]"))
-        .expect("the README's configuration file");
+        .expect("the configuration page's file");
     let variants = [
         file.replace("failure_rate_threshold = 50", "failure_rate_threshold = 0"),
         file.replacen("max_concurrent_calls = 80", "maxConcurrentCalls = 80", 1),
@@ -768,7 +784,10 @@ fn the_errors_the_readme_shows_are_the_ones_its_file_gets() {
     for variant in variants {
         let err = Registry::new().load_toml(&variant).unwrap_err();
         let line = format!("config/resilience.toml:{err}");
-        assert!(README.contains(&line), "the README should show:\n{line}");
+        assert!(
+            CONFIGURATION.contains(&line),
+            "docs/configuration.md should show:\n{line}"
+        );
     }
 }
 

@@ -52,8 +52,8 @@ settings! {
 /// [`load_file`](crate::Registry::load_file) read it and also say at which line an error is.
 ///
 /// Its shape is Resilience4j's Spring configuration with the keys in snake_case, so an
-/// `application.yml` translates line by line (the README shows the incident's configuration
-/// both ways):
+/// `application.yml` translates line by line (docs/configuration.md shows the incident's
+/// configuration both ways):
 ///
 /// | in the document | here |
 /// |---|---|
