@@ -75,8 +75,55 @@ pub(crate) fn returns_result(sig: &Signature, block: &Block) -> bool {
     is_result(&declared)
 }
 
+/// The value of a pattern argument, rebuilt from what it bound (`Path(id)` from `id`), for a
+/// fallback that receives the function's arguments: each binding cloned with `clone`. `None`
+/// for a pattern that does not bind all it takes apart (`_`, `..`, a literal, a reference).
+pub(crate) fn rebuild(pat: &Pat, clone: bool) -> Option<TokenStream> {
+    Some(match pat {
+        Pat::Ident(ident) if ident.subpat.is_none() && ident.by_ref.is_none() => {
+            let name = &ident.ident;
+            if clone {
+                quote!(::core::clone::Clone::clone(&#name))
+            } else {
+                quote!(#name)
+            }
+        }
+        Pat::Tuple(tuple) => {
+            let elems = tuple
+                .elems
+                .iter()
+                .map(|elem| rebuild(elem, clone))
+                .collect::<Option<Vec<_>>>()?;
+            quote!((#(#elems,)*))
+        }
+        Pat::TupleStruct(tuple) if tuple.qself.is_none() => {
+            let path = &tuple.path;
+            let elems = tuple
+                .elems
+                .iter()
+                .map(|elem| rebuild(elem, clone))
+                .collect::<Option<Vec<_>>>()?;
+            quote!(#path(#(#elems),*))
+        }
+        Pat::Struct(structure) if structure.rest.is_none() && structure.qself.is_none() => {
+            let path = &structure.path;
+            let fields = structure
+                .fields
+                .iter()
+                .map(|field| {
+                    let member = &field.member;
+                    rebuild(&field.pat, clone).map(|value| quote!(#member: #value))
+                })
+                .collect::<Option<Vec<_>>>()?;
+            quote!(#path { #(#fields),* })
+        }
+        Pat::Paren(paren) => rebuild(&paren.pat, clone)?,
+        _ => return None,
+    })
+}
+
 /// How a fallback receives an argument: its name, and whether it is a reference (`&self`),
-/// which needs no clone. `None` for a pattern with no one name (refused with a fallback).
+/// which needs no clone. `None` for a pattern with no one name (rebuilt with [`rebuild`]).
 pub(crate) fn argument(input: &FnArg) -> Option<(TokenStream, bool)> {
     match input {
         FnArg::Receiver(receiver) => Some((quote!(self), receiver.reference.is_some())),

@@ -8,7 +8,7 @@ use syn::{Attribute, Block, FnArg, ReturnType, Signature, Visibility};
 use crate::args::{AspectArgs, Kind, PathArg};
 use crate::errors::Errors;
 use crate::expand::types::{async_trait_body, future_output, is_result};
-use crate::model::{argument, declared_output, Guarded, Shape};
+use crate::model::{argument, declared_output, rebuild, Guarded, Shape};
 use crate::stack::Stack;
 
 /// Puts the parsed aspects of one function together. `inherited` are those of the impl block
@@ -241,11 +241,15 @@ fn fallback_receives(guarded: &Guarded<'_>, fallback: &PathArg, attr: &str, erro
                 };
                 errors.push(syn::Error::new_spanned(receiver, message));
             }
-            FnArg::Typed(typed) if argument(input).is_none() => {
+            FnArg::Typed(typed)
+                if argument(input).is_none() && rebuild(&typed.pat, false).is_none() =>
+            {
                 errors.push(syn::Error::new_spanned(
                     &typed.pat,
-                    "a fallback receives the same arguments as the function, so each needs a \
-                     name: write `name: Type` and destructure it in the body",
+                    "a fallback receives the same arguments as the function, so a pattern \
+                     argument is rebuilt for it from what it binds (`Path(id)`, `(a, b)`), and \
+                     this one does not bind all it takes apart (`_`, `..`, a literal or a \
+                     reference); write `name: Type` and destructure it in the body",
                 ));
             }
             _ => {}

@@ -398,3 +398,52 @@ async fn a_retry_gives_each_attempt_a_copy_of_what_a_pattern_argument_binds() {
     assert_eq!(priced.unwrap(), "2 x book ok!");
     assert_eq!(PRICED.load(Ordering::SeqCst), 2);
 }
+
+/// A fallback receives a pattern argument rebuilt from what it bound.
+async fn cached_price(item: Extracted<String>, _: Rejected) -> Result<String, CallError> {
+    Ok(format!("cached {}", item.0))
+}
+
+#[circuit_breaker(name = "pattern-fallback", fallback = cached_price)]
+async fn price_or_cached(Extracted(sku): Extracted<String>) -> Result<String, CallError> {
+    Ok(format!("fresh {sku}"))
+}
+
+/// A time limiter takes the arguments into the call's future, so the fallback's copy of a
+/// pattern argument is rebuilt from clones of what it bound, before the call.
+async fn late_quote(
+    (quantity, note): (u32, String),
+    rejected: Rejected,
+) -> Result<String, CallError> {
+    Ok(format!(
+        "{quantity} {note} after {}",
+        rejected.aspect().as_str()
+    ))
+}
+
+#[time_limiter(name = "pattern-fallback-late", fallback = late_quote)]
+async fn slow_quote((quantity, note): (u32, String)) -> Result<String, CallError> {
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    Ok(format!("{quantity} {note}"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fallback_receives_a_pattern_argument_rebuilt_from_what_it_bound() {
+    let registry = Registry::global();
+    assert_eq!(
+        price_or_cached(Extracted("book".to_owned())).await.unwrap(),
+        "fresh book"
+    );
+    registry
+        .circuit_breaker("pattern-fallback")
+        .transition_to_forced_open_state();
+    assert_eq!(
+        price_or_cached(Extracted("book".to_owned())).await.unwrap(),
+        "cached book"
+    );
+    time_limit("pattern-fallback-late", Duration::from_millis(10));
+    assert_eq!(
+        slow_quote((2, "pens".to_owned())).await.unwrap(),
+        "2 pens after time_limiter"
+    );
+}

@@ -6,7 +6,7 @@ use quote::{quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::{FnArg, Ident, Type};
 
-use crate::model::{argument, Guarded};
+use crate::model::{argument, rebuild, Guarded};
 
 use super::names::Names;
 use super::types::{borrows, mentions_impl_trait, respan, result_error_type};
@@ -68,8 +68,27 @@ pub(super) fn ending(guarded: &Guarded<'_>, is_async: bool, names: &Names) -> En
             FnArg::Typed(typed) => &typed.ty,
         });
         has_receiver |= matches!(input, FnArg::Receiver(_));
-        // Every argument has a name and no `&mut self` is cloned: `valid.rs` saw to it.
+        // Every argument has a name or a pattern that can be rebuilt, and no `&mut self` is
+        // cloned: `valid.rs` saw to it.
         let Some((name, by_reference)) = argument(input) else {
+            let FnArg::Typed(typed) = input else {
+                continue;
+            };
+            // A pattern argument (`Path(id): Path<u32>`): its value rebuilt from what it bound,
+            // from clones of them when the call may take them first.
+            let Some(value) = rebuild(&typed.pat, clone_arguments) else {
+                continue;
+            };
+            if clone_arguments {
+                let copy = Ident::new(&format!("__fallback_arg{index}"), Span::mixed_site());
+                let span = input.span();
+                prelude.extend(quote_spanned! {span=>
+                    let #copy = #value;
+                });
+                args.push(quote!(#copy));
+            } else {
+                args.push(value);
+            }
             continue;
         };
         if clone_arguments && !by_reference {

@@ -5,8 +5,8 @@ fn on_rejected(_pair: (u32, u32), _rejected: Rejected) -> u32 {
 }
 
 #[bulkhead(name = "orders", fallback = on_rejected)]
-fn guarded((a, b): (u32, u32)) -> u32 {
-    a + b
+fn guarded((a, _): (u32, u32)) -> u32 {
+    a
 }
 
 fn main() {
