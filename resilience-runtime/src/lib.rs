@@ -217,7 +217,7 @@ pub mod __private {
                 Fut: std::future::Future,
             {
                 type Future = Fut;
-                #[inline(always)]
+                #[inline]
                 #[allow(non_snake_case)]
                 fn call_fallback(self, ($($arg,)+): ($($arg,)+)) -> Fut {
                     self($($arg),+)
@@ -239,7 +239,7 @@ pub mod __private {
     async_fallback!(A1, A2, A3, A4, A5, A6, A7, A8, A9, A10, A11, A12);
 
     /// No result asks for a wait of its own (a `#[retry]` without `retry_after`).
-    #[inline(always)]
+    #[inline]
     pub fn no_retry_after<R>(_: &R) -> Option<Duration> {
         None
     }

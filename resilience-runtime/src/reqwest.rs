@@ -81,6 +81,8 @@ use crate::shed::shed;
 /// under [`Registry::set_require_configured`] a host nobody configured is refused.
 pub struct GuardMiddleware {
     kinds: Vec<Aspect>,
+    /// Whether `kinds` has a retry: a request may then be sent again.
+    retries: bool,
     hosts: HashMap<String, Name>,
     registry: Option<Arc<Registry>>,
     record_server_refusals: bool,
@@ -124,6 +126,7 @@ impl GuardMiddleware {
         }
         Ok(GuardMiddleware {
             kinds: kinds.to_vec(),
+            retries: kinds.contains(&Aspect::Retry),
             hosts: HashMap::new(),
             registry: None,
             record_server_refusals: false,
@@ -193,12 +196,11 @@ impl GuardMiddleware {
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
         let plan = self.plan(self.instance(&request, extensions));
-        let retries = plan.guards().any(|(aspect, _)| aspect == Aspect::Retry);
-        // Each attempt after the first sends a clone of this one.
-        let template = match (retries, request.try_clone()) {
-            (false, _) => None,
-            (true, Some(template)) => Some(template),
-            (true, None) => {
+        // Each attempt after the first sends a clone of this one (cloned only under a retry).
+        let template = match self.retries.then(|| request.try_clone()) {
+            None => None,
+            Some(Some(template)) => Some(template),
+            Some(None) => {
                 let instance = Name::from(self.instance(&request, extensions));
                 return Err(reqwest_middleware::Error::middleware(
                     RequestError::BodyNotRepeatable { instance },
@@ -222,7 +224,8 @@ impl GuardMiddleware {
         let refusals = self.record_server_refusals;
         let classify = move |result: &Sent| classify(result, refusals);
         let ended = if plan.has_wrappers() {
-            run_wrapped_async(&plan, attempt, classify, failed, retried, retry_after).await
+            // A retry sends the request again after what a time limiter counts as a failure.
+            run_wrapped_async(&plan, attempt, classify, failed, failed, retry_after).await
         } else {
             let mut attempt = attempt;
             let mut guarded = GuardedCall::new();
@@ -303,11 +306,6 @@ fn failed(result: &Sent) -> bool {
         Err(_) => true,
         Ok(response) => response.status().is_server_error() || server_refusal(response).is_some(),
     }
-}
-
-/// Whether a retry sends the request again: after what [`failed`] counts.
-fn retried(result: &Sent) -> bool {
-    failed(result)
 }
 
 /// The least wait before the next attempt: a server refusal's `Retry-After`.

@@ -35,7 +35,7 @@ pub(crate) trait Forward {
 }
 
 /// The least time between two lines of one instance's per-call events of one kind.
-pub(crate) const THROTTLE: Duration = Duration::from_secs(1);
+const THROTTLE: Duration = Duration::from_secs(1);
 
 /// One instance's per-call events of one kind, at most one line per [`THROTTLE`]: the first
 /// at once, the others counted until a line is due. Lock-free: under an overload every
@@ -74,6 +74,25 @@ impl Throttle {
         self.left_out.fetch_add(1, Ordering::Relaxed);
         None
     }
+}
+
+/// A per-call event at `DEBUG`, through `$throttle`: written if it admits it, with the
+/// fields `aspect`, `name`, the event's own and `more`, its message noting those left out.
+macro_rules! throttled_debug {
+    ($throttle:expr, $aspect:literal, $name:expr, { $($field:tt)* }, $($message:tt)+) => {
+        if let Some(more) = $throttle.admit() {
+            tracing::debug!(
+                target: "resilience",
+                aspect = $aspect,
+                name = $name.as_str(),
+                $($field)*
+                more,
+                "{}{}",
+                format_args!($($message)+),
+                and_more(more)
+            );
+        }
+    };
 }
 
 /// What a throttled line adds to its message: the events left out before it, if any.
@@ -140,16 +159,13 @@ impl Forward for CircuitBreaker {
                 );
             }
             CircuitBreakerEvent::NotPermitted { name } => {
-                if let Some(more) = refused.admit() {
-                    tracing::debug!(
-                        target: "resilience",
-                        aspect = "circuit_breaker",
-                        name = name.as_str(),
-                        more,
-                        "circuit breaker `{name}` refused a call{}",
-                        and_more(more)
-                    );
-                }
+                throttled_debug!(
+                    refused,
+                    "circuit_breaker",
+                    name,
+                    {},
+                    "circuit breaker `{name}` refused a call"
+                );
             }
             // The events of ordinary calls, heard only while another subscriber asks for them.
             CircuitBreakerEvent::Success { .. }
@@ -164,17 +180,13 @@ impl Forward for Bulkhead {
         let rejected = Throttle::new(clock);
         self.subscribe_with(Interest::Rare, move |event| match event {
             BulkheadEvent::CallRejected { name, waited } => {
-                if let Some(more) = rejected.admit() {
-                    tracing::debug!(
-                        target: "resilience",
-                        aspect = "bulkhead",
-                        name = name.as_str(),
-                        waited_ms = millis(*waited),
-                        more,
-                        "bulkhead `{name}` is full: call rejected{}",
-                        and_more(more)
-                    );
-                }
+                throttled_debug!(
+                    rejected,
+                    "bulkhead",
+                    name,
+                    { waited_ms = millis(*waited), },
+                    "bulkhead `{name}` is full: call rejected"
+                );
             }
         });
     }
@@ -185,17 +197,13 @@ impl Forward for RateLimiter {
         let refused = Throttle::new(clock);
         self.subscribe_with(Interest::Rare, move |event| match event {
             RateLimiterEvent::FailedAcquire { name, retry_after } => {
-                if let Some(more) = refused.admit() {
-                    tracing::debug!(
-                        target: "resilience",
-                        aspect = "rate_limiter",
-                        name = name.as_str(),
-                        retry_after_ms = millis(*retry_after),
-                        more,
-                        "rate limiter `{name}` refused a call{}",
-                        and_more(more)
-                    );
-                }
+                throttled_debug!(
+                    refused,
+                    "rate_limiter",
+                    name,
+                    { retry_after_ms = millis(*retry_after), },
+                    "rate limiter `{name}` refused a call"
+                );
             }
             RateLimiterEvent::SuccessfulAcquire { .. } => {}
         });
@@ -215,44 +223,31 @@ impl Forward for Retry {
                 attempt,
                 wait,
             } => {
-                if let Some(more) = retried.admit() {
-                    tracing::debug!(
-                        target: "resilience",
-                        aspect = "retry",
-                        name = name.as_str(),
-                        attempt,
-                        wait_ms = millis(*wait),
-                        more,
-                        "retry `{name}`: attempt {attempt} failed, retrying{}",
-                        and_more(more)
-                    );
-                }
+                throttled_debug!(
+                    retried,
+                    "retry",
+                    name,
+                    { attempt, wait_ms = millis(*wait), },
+                    "retry `{name}`: attempt {attempt} failed, retrying"
+                );
             }
             RetryEvent::Error { name, attempts } => {
-                if let Some(more) = exhausted.admit() {
-                    tracing::debug!(
-                        target: "resilience",
-                        aspect = "retry",
-                        name = name.as_str(),
-                        attempts,
-                        more,
-                        "retry `{name}`: every attempt failed{}",
-                        and_more(more)
-                    );
-                }
+                throttled_debug!(
+                    exhausted,
+                    "retry",
+                    name,
+                    { attempts, },
+                    "retry `{name}`: every attempt failed"
+                );
             }
             RetryEvent::Success { name, attempts } => {
-                if let Some(more) = recovered.admit() {
-                    tracing::debug!(
-                        target: "resilience",
-                        aspect = "retry",
-                        name = name.as_str(),
-                        attempts,
-                        more,
-                        "retry `{name}`: succeeded after retrying{}",
-                        and_more(more)
-                    );
-                }
+                throttled_debug!(
+                    recovered,
+                    "retry",
+                    name,
+                    { attempts, },
+                    "retry `{name}`: succeeded after retrying"
+                );
             }
             RetryEvent::IgnoredError { name, attempts } => {
                 tracing::trace!(
@@ -272,17 +267,13 @@ impl Forward for TimeLimiter {
         let cut = Throttle::new(clock);
         self.subscribe_with(Interest::Rare, move |event| match event {
             TimeLimiterEvent::Timeout { name, timeout } => {
-                if let Some(more) = cut.admit() {
-                    tracing::debug!(
-                        target: "resilience",
-                        aspect = "time_limiter",
-                        name = name.as_str(),
-                        timeout_ms = millis(*timeout),
-                        more,
-                        "time limiter `{name}` cut a call off{}",
-                        and_more(more)
-                    );
-                }
+                throttled_debug!(
+                    cut,
+                    "time_limiter",
+                    name,
+                    { timeout_ms = millis(*timeout), },
+                    "time limiter `{name}` cut a call off"
+                );
             }
             TimeLimiterEvent::Success { .. } | TimeLimiterEvent::Error { .. } => {}
         });

@@ -73,7 +73,7 @@ pub(crate) trait Judge<R> {
     }
     /// [`retry_after`](Self::retry_after) of a result a retry retries; `None` for any other
     /// (asked only off the success path).
-    #[inline(always)]
+    #[inline]
     fn retry_after_failed(&self, attempted: Attempted, result: &R) -> Option<Duration> {
         match attempted {
             Attempted::Failed => self.retry_after(result),

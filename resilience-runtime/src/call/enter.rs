@@ -204,7 +204,7 @@ impl Plan {
     /// asynchronous entry starts: `Ok(None)` once every one admitted the call, `Ok(Some(i))` at
     /// the first that makes it wait (continue with [`enter_waiting`](Self::enter_waiting) from
     /// there), or the refusal (nothing held).
-    #[inline(always)]
+    #[inline]
     pub(super) fn enter_now<'a>(&'a self, held: &mut Held<'a>) -> Result<Option<usize>, Rejected> {
         // A lone gate that makes the call wait took nothing: the general path below asks it
         // again and waits for it (one more ask, on a path that waits anyway).

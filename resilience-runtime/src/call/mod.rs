@@ -647,7 +647,7 @@ pub(crate) trait Classify<R> {
 }
 
 impl<R, C: FnOnce(&R) -> CallOutcome> Classify<R> for C {
-    #[inline(always)]
+    #[inline]
     fn classify(self, result: &R) -> CallOutcome {
         self(result)
     }
