@@ -244,6 +244,42 @@ fn breaker_alone(rounds: usize) {
     }
 }
 
+/// What `record_call_durations` costs a breaker's call: the default configuration (its 60 s
+/// slow-call rule times calls with the coarse clock) beside the same with the setting on
+/// (the precise clock and a histogram update), a 1 ms slow-call rule (the precise clock
+/// alone) and no slow-call rule (no clock).
+fn call_durations(rounds: usize) {
+    let config = |slow: Duration, durations: bool| {
+        CircuitBreakerConfig::builder()
+            .slow_call_duration_threshold(slow)
+            .record_call_durations(durations)
+            .wait_duration_in_open_state(Duration::from_secs(3600))
+            .build()
+            .expect("valid breaker")
+    };
+    let default_slow = CircuitBreakerConfig::DEFAULT_SLOW_CALL_DURATION_THRESHOLD;
+    let breakers = [
+        ("default", config(default_slow, false)),
+        ("record_call_durations", config(default_slow, true)),
+        ("precise_clock", config(Duration::from_millis(1), false)),
+        ("no_clock", config(Duration::MAX, false)),
+    ]
+    .map(|(name, config)| (name, CircuitBreaker::new(name, config)));
+    let [default, durations, precise, none] = &breakers;
+    let best = best!(rounds;
+        "default" => black_box(&default.1).try_acquire().expect("closed").record_success(),
+        "record_call_durations" => black_box(&durations.1).try_acquire().expect("closed").record_success(),
+        "precise_clock" => black_box(&precise.1).try_acquire().expect("closed").record_success(),
+        "no_clock" => black_box(&none.1).try_acquire().expect("closed").record_success(),
+    );
+    println!(
+        "\na breaker's call (try_acquire, record_success), best of {rounds} rounds: ns per call, and / default"
+    );
+    for ((name, _), time) in breakers.iter().zip(&best) {
+        println!("{name:22} {time:6.1}   {:.2}x", time / best[0]);
+    }
+}
+
 /// One call through a tower service: `poll_ready`, `call`, the response future polled once
 /// (peers.rs's `tower_call`).
 #[inline(always)]
@@ -763,9 +799,10 @@ fn main() {
             "five_aspects" => five_aspects(rounds),
             "tower_layer" => tower_layer(rounds),
             "http_client" => http_client(rounds),
+            "call_durations" => call_durations(rounds),
             other => panic!(
                 "no group `{other}`: breaker_alone, rate_limiter_alone, five_aspects, \
-                 tower_layer, http_client"
+                 tower_layer, http_client, call_durations"
             ),
         }
         return;

@@ -134,6 +134,8 @@ pub fn configure(settings: &Settings) -> Result<(), ConfigError> {
             .wait_duration_in_open_state(Duration::from_secs(10))
             .permitted_calls_in_half_open_state(5)
             .record_rejections(false)
+            // The dashboard's latency panel; a call to the dependency dwarfs its cost.
+            .record_call_durations(true)
             .build()?,
     )?;
     set_downstream_latency(settings.downstream_latency);

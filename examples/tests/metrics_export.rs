@@ -64,13 +64,16 @@ fn exported_metrics_reach_a_scrape_that_only_renders_and_stay_current() {
 
 /// The metrics the queries of Resilience4j's own Grafana dashboard (`grafana_dashboard.json`
 /// at the root of its repository, its current and earlier versions) read, as Micrometer's
-/// Prometheus registry names them.
+/// Prometheus registry names them: its latency panels read the timer's `_sum` (now) or its
+/// `_bucket` (earlier versions, through `histogram_quantile`).
 const RESILIENCE4J_DASHBOARD: &[&str] = &[
     "resilience4j_circuitbreaker_state",
     "resilience4j_circuitbreaker_failure_rate",
     "resilience4j_circuitbreaker_buffered_calls",
     "resilience4j_circuitbreaker_max_buffered_calls",
     "resilience4j_circuitbreaker_calls_seconds_count",
+    "resilience4j_circuitbreaker_calls_seconds_sum",
+    "resilience4j_circuitbreaker_calls_seconds_bucket",
     "resilience4j_circuitbreaker_calls_total",
     "resilience4j_retry_calls_total",
     "resilience4j_bulkhead_available_concurrent_calls",
@@ -83,6 +86,7 @@ fn with_the_resilience4j_prefix_its_dashboards_queries_find_their_metrics() {
     let registry = Registry::new();
     let window = CircuitBreakerConfig::builder()
         .sliding_window(SlidingWindow::CountBased(20))
+        .record_call_durations(true)
         .build()
         .unwrap();
     registry
@@ -98,7 +102,12 @@ fn with_the_resilience4j_prefix_its_dashboards_queries_find_their_metrics() {
             Guard::bulkhead("backendA"),
         ])
         .unwrap();
-    let _: Result<u32, resilience_runtime::Rejected> = plan.call(|| Ok(1));
+    let _: Result<u32, resilience_runtime::Rejected> = plan.call(|| {
+        std::thread::sleep(Duration::from_millis(30));
+        Ok(1)
+    });
+    // A breaker that keeps no durations.
+    let _ = registry.circuit_breaker("untimed");
     registry.record_metrics_with_prefix("resilience4j");
 
     let rendered = prometheus.render();
@@ -119,6 +128,34 @@ fn with_the_resilience4j_prefix_its_dashboards_queries_find_their_metrics() {
         })
         .expect("the successful calls' count");
     assert!(calls.ends_with(" 1"), "{calls}");
-    // The latency panels read the timers' `_sum`: call durations are not timed.
-    assert!(!rendered.contains("resilience4j_circuitbreaker_calls_seconds_sum"));
+
+    // The call took at least 30 ms: more than the bucket up to 25 ms holds, all of `+Inf`.
+    let successful = |metric: &str, more: &str| -> f64 {
+        let line = rendered
+            .lines()
+            .find(|line| {
+                line.starts_with(&format!("{metric}{{"))
+                    && line.contains("name=\"backendA\"")
+                    && line.contains("kind=\"successful\"")
+                    && line.contains(more)
+            })
+            .unwrap_or_else(|| panic!("{metric} {more} is not rendered:\n{rendered}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    let bucket = "resilience4j_circuitbreaker_calls_seconds_bucket";
+    assert_eq!(successful(bucket, "le=\"0.025\""), 0.0);
+    assert_eq!(successful(bucket, "le=\"+Inf\""), 1.0);
+    let sum = successful("resilience4j_circuitbreaker_calls_seconds_sum", "");
+    assert!((0.03..10.0).contains(&sum), "{sum}");
+    // A breaker whose configuration does not ask for durations has only the count.
+    for line in rendered
+        .lines()
+        .filter(|line| line.contains("name=\"untimed\""))
+    {
+        assert!(
+            !line.contains("_calls_seconds_sum") && !line.contains("_calls_seconds_bucket"),
+            "{line}"
+        );
+    }
+    assert!(rendered.contains("resilience4j_circuitbreaker_calls_seconds_count{name=\"untimed\""));
 }

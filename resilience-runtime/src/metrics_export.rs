@@ -10,6 +10,7 @@ use metrics::Label;
 
 use crate::aspect::aspect_table;
 use crate::bulkhead::Bulkhead;
+use crate::circuit_breaker::durations::{BUCKET_LABELS, KINDS};
 use crate::circuit_breaker::{CircuitBreaker, CircuitState, SlidingWindow};
 use crate::rate_limiter::RateLimiter;
 use crate::registry::{GuardInstance, Registry};
@@ -40,15 +41,17 @@ impl Registry {
     }
 
     /// [`record_metrics`](Self::record_metrics) with the names starting `{prefix}_`; with
-    /// `"resilience4j"` the queries of Resilience4j's own Grafana dashboard find them, all but
-    /// its latency panels (call durations, below). Every metric has the label `name` (the instance); counters count since the
-    /// guard was created and only grow.
+    /// `"resilience4j"` the queries of Resilience4j's own Grafana dashboard find them (its
+    /// latency panels those of the breakers that keep call durations, below). Every metric has
+    /// the label `name` (the instance); counters count since the guard was created and only
+    /// grow.
     ///
     /// | metric | kind | other labels |
     /// |---|---|---|
     /// | `{prefix}_circuitbreaker_state` | gauge: 1 for the state the breaker is in, 0 for the others | `state`: `closed`, `open`, `half_open`, `forced_open`, `disabled`, `metrics_only` |
     /// | `{prefix}_circuitbreaker_calls_total` | counter | `kind`: `successful`, `failed`, `ignored`, `not_permitted` |
     /// | `{prefix}_circuitbreaker_calls_seconds_count`, `{prefix}_circuitbreaker_not_permitted_calls_total` | counter: the same counts under Micrometer's names (the calls that ran, by `kind`; the refused ones) | `kind` |
+    /// | `{prefix}_circuitbreaker_calls_seconds_sum`, `…_calls_seconds_bucket` | with [`record_call_durations`](crate::CircuitBreakerConfigBuilder::record_call_durations) only: the recorded calls' total duration in seconds (gauge) and the calls at most `le` seconds long (counter) | `kind`: `successful`, `failed`, `ignored`; `le` for a bucket |
     /// | `{prefix}_circuitbreaker_max_buffered_calls` | gauge: the size of a count window | |
     /// | `{prefix}_circuitbreaker_failure_rate`, `…_slow_call_rate` | gauge, percent (−1 until the window holds its minimum of calls) | |
     /// | `{prefix}_circuitbreaker_buffered_calls`, `…_slow_calls` | gauge: the calls in the window | `kind`: `successful`, `failed` |
@@ -59,10 +62,10 @@ impl Registry {
     /// | `{prefix}_retry_calls_total` | counter | `kind`: `successful_without_retry`, `successful_with_retry`, `failed_without_retry`, `failed_with_retry` |
     /// | `{prefix}_timelimiter_calls_total` | counter | `kind`: `successful`, `failed`, `timeout` |
     ///
-    /// Counters end in `_total`, as Micrometer's Prometheus registry names them. Not exported:
-    /// call durations (the `_sum` and `_bucket` of Resilience4j's timers), which would cost
-    /// every call a clock reading and a histogram update; a dashboard's panels of call rates
-    /// by outcome read the `_count`, which is exported.
+    /// Counters end in `_total`, as Micrometer's Prometheus registry names them. A breaker's
+    /// call durations (the `_sum` and `_bucket` of Resilience4j's timer) are exported for the
+    /// breakers whose configuration asks for them, as they cost every call a precise clock
+    /// reading; the `_count`, which panels of call rates by outcome read, is always there.
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn record_metrics_with_prefix(&self, prefix: &str) {
         export_all(self, &Out { prefix });
@@ -212,8 +215,7 @@ impl Export for CircuitBreaker {
         ] {
             out.counter("circuitbreaker_calls", with(name, "kind", kind), value);
             // Micrometer's names for the same counts: the calls that ran are its timer's
-            // `…_calls_seconds_count` (no durations are timed: there is no `_sum`), the
-            // refused ones `…_not_permitted_calls_total`.
+            // `…_calls_seconds_count`, the refused ones `…_not_permitted_calls_total`.
             if kind == "not_permitted" {
                 out.counter(
                     "circuitbreaker_not_permitted_calls",
@@ -226,6 +228,20 @@ impl Export for CircuitBreaker {
                     with(name, "kind", kind),
                     value,
                 );
+            }
+        }
+        if let Some(durations) = breaker.call_durations() {
+            for (i, kind) in KINDS.into_iter().enumerate() {
+                out.gauge(
+                    "circuitbreaker_calls_seconds_sum",
+                    with(name, "kind", kind),
+                    durations.sum_seconds(i),
+                );
+                for (le, count) in BUCKET_LABELS.into_iter().zip(durations.cumulative(i)) {
+                    let mut labels = with(name, "kind", kind);
+                    labels.push(Label::new("le", le));
+                    out.count("circuitbreaker_calls_seconds_bucket", labels, count);
+                }
             }
         }
         if let SlidingWindow::CountBased(size) = breaker.config().sliding_window() {

@@ -831,6 +831,7 @@ fn the_configuration_the_actuator_shows_is_a_document_that_configures_the_same()
             permitted_number_of_calls_in_half_open_state = 3
             max_wait_duration_in_half_open_state = "20s"
             record_rejections = true
+            record_call_durations = true
             initial_state = "metrics_only"
             [circuit_breaker.instances.b]
             [time_limiter.instances.a]
@@ -866,4 +867,6 @@ fn the_configuration_the_actuator_shows_is_a_document_that_configures_the_same()
         SlidingWindow::TimeBased(30)
     );
     assert_eq!(copy.retry_config("a").randomized_wait_factor(), 0.25);
+    assert!(copy.circuit_breaker_config("a").record_call_durations());
+    assert!(!copy.circuit_breaker_config("b").record_call_durations());
 }

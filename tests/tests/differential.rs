@@ -122,6 +122,8 @@ struct Case {
     policy: ReentrancyPolicy,
     /// The breaker's window counts the last calls, or (`true`) those of the last second.
     time_window: bool,
+    /// The breaker keeps a histogram of call durations (which must change no decision).
+    record_call_durations: bool,
     /// The breaker is put in this state before the first call.
     breaker_state: BreakerState,
     calls: Vec<CallScript>,
@@ -236,6 +238,7 @@ impl Case {
                     .wait_duration_in_open_state(ticks(5))
                     .permitted_calls_in_half_open_state(1)
                     .record_rejections(self.record_rejections)
+                    .record_call_durations(self.record_call_durations)
                     .build()
                     .unwrap(),
             )
@@ -1162,6 +1165,7 @@ fn case(sync: bool) -> impl Strategy<Value = Case> {
                 1 => Just(BreakerState::Disabled),
                 1 => Just(BreakerState::MetricsOnly),
             ],
+            any::<bool>(),
         ),
     )
         .prop_map(
@@ -1172,9 +1176,10 @@ fn case(sync: bool) -> impl Strategy<Value = Case> {
                 (window, minimum_calls, slow_call_ticks, record_rejections),
                 (timeout, cancel, policy),
                 calls,
-                (time_window, breaker_state),
+                (time_window, breaker_state, record_call_durations),
             )| Case {
                 time_window,
+                record_call_durations,
                 breaker_state,
                 guards,
                 precedence: if default_precedence {
@@ -1351,6 +1356,7 @@ fn found(guards: &[Aspect], precedence: &[(Aspect, i32)], calls: Vec<CallScript>
         cancel: false,
         policy: ReentrancyPolicy::PassThrough,
         time_window: false,
+        record_call_durations: false,
         breaker_state: BreakerState::AsConfigured,
         calls,
     }

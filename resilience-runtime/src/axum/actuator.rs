@@ -443,6 +443,7 @@ fn breaker(breaker: &CircuitBreaker) -> Value {
         json!(duration(c.max_wait_duration_in_half_open_state())),
     );
     set("record_rejections", json!(c.record_rejections()));
+    set("record_call_durations", json!(c.record_call_durations()));
     set("initial_state", json!(c.initial_state().as_str()));
     let mut value = instance(
         "circuit_breaker",

@@ -127,6 +127,7 @@ pub(super) struct Derived {
     pub(super) slow_call_nanos: u64,
     pub(super) automatic: bool,
     pub(super) record_rejections: bool,
+    pub(super) record_call_durations: bool,
     pub(super) minimum_calls: u64,
     pub(super) thresholds: Thresholds,
 }
@@ -135,12 +136,19 @@ impl Derived {
     pub(super) fn new(config: &CircuitBreakerConfig, clock: &Clock) -> Self {
         let slow_call_nanos = duration_nanos(config.slow_call_duration_threshold());
         let coarse_resolution = clock.coarse_resolution();
+        let record_call_durations = config.record_call_durations();
         Derived {
-            call_reading: call_reading(slow_call_nanos, coarse_resolution),
+            // A histogram of durations from 1 ms up needs the precise clock.
+            call_reading: if record_call_durations {
+                Reading::Precise
+            } else {
+                call_reading(slow_call_nanos, coarse_resolution)
+            },
             window_reading: window_reading(config.sliding_window(), coarse_resolution),
             slow_call_nanos,
             automatic: config.automatic_transition_from_open_to_half_open(),
             record_rejections: config.record_rejections(),
+            record_call_durations,
             minimum_calls: minimum_calls(config),
             thresholds: Thresholds::of(config),
         }

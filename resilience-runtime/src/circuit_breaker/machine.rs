@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::derived::{AtomicReading, Thresholds};
+use super::durations;
 use super::events::{Ev, EventBuf};
 use super::permit::{CircuitPermit, PermitKind};
 use super::state::pack;
@@ -134,6 +135,8 @@ impl Shared {
         self.automatic.store(derived.automatic, Ordering::Relaxed);
         self.record_rejections
             .store(derived.record_rejections, Ordering::Relaxed);
+        self.record_call_durations
+            .store(derived.record_call_durations, Ordering::Relaxed);
         recorder.minimum_calls = derived.minimum_calls;
         recorder.thresholds = derived.thresholds;
         let window = mem::replace(&mut recorder.window, window);
@@ -300,6 +303,7 @@ impl Shared {
         let elapsed = end.saturating_sub(start);
         let window_now = self.window_time(reading, end);
         let outcome = Outcome::new(failed, self.is_slow(elapsed));
+        let timed = self.record_call_durations.load(Ordering::Relaxed);
         let exceeded = {
             let mut recorder = self.window.lock();
             if recorder.recording_epoch != epoch {
@@ -308,6 +312,9 @@ impl Shared {
             }
             recorder.window.record(outcome, window_now);
             recorder.recorded[usize::from(failed)] += 1;
+            if timed {
+                recorder.durations.record(usize::from(failed), elapsed);
+            }
             let totals = recorder.window.totals(window_now);
             // Thresholds are above zero: no failed or slow call, no rate reached.
             let exceeded = if totals.calls >= recorder.minimum_calls
@@ -405,6 +412,14 @@ impl Shared {
         self.ignored.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Adds a call of outcome `kind` that took `elapsed` to the histogram, if the breaker keeps
+    /// one: for the records that do not take the window's lock anyway.
+    fn time_call(&self, kind: usize, elapsed: u64) {
+        if self.record_call_durations.load(Ordering::Relaxed) {
+            self.window.lock().durations.record(kind, elapsed);
+        }
+    }
+
     /// Records an outcome of the current epoch.
     fn record(&self, core: &mut Core, finish: Finish, times: Times, fx: &mut Effects) {
         let Times {
@@ -423,6 +438,7 @@ impl Shared {
                 }
                 if finish == Finish::Ignored {
                     self.count_ignored();
+                    self.time_call(durations::IGNORED, elapsed);
                     if self.subscribers.per_call() {
                         fx.events.push(Ev::Ignored(elapsed_duration));
                     }
@@ -443,6 +459,9 @@ impl Shared {
                 let mut window = self.window.lock();
                 window.window.record(outcome, window_now);
                 window.recorded[usize::from(failed)] += 1;
+                if self.record_call_durations.load(Ordering::Relaxed) {
+                    window.durations.record(usize::from(failed), elapsed);
+                }
                 let totals = window.window.totals(window_now);
                 if totals.calls < window.minimum_calls {
                     return;
@@ -462,6 +481,7 @@ impl Shared {
             CircuitState::HalfOpen => {
                 core.probes.add(outcome);
                 core.recorded_probes[usize::from(failed)] += 1;
+                self.time_call(usize::from(failed), elapsed);
                 let probes = core.config.permitted_calls_in_half_open_state();
                 if core.probes.calls < u64::from(probes) {
                     return;

@@ -70,6 +70,7 @@ mod config;
 #[cfg(feature = "serde")]
 pub(crate) use config::WindowType;
 mod derived;
+pub(crate) mod durations;
 mod events;
 mod machine;
 mod metrics;
@@ -101,6 +102,7 @@ use crate::name::Name;
 use crate::sync::{lock, AtomicBool, AtomicU64, Mutex, Ordering, SpinLock};
 
 use derived::{AtomicReading, Derived, Thresholds};
+use durations::CallDurations;
 use events::{EventBuf, Subscribers};
 use permit::PermitKind;
 use state::{pack, unpack};
@@ -227,6 +229,8 @@ struct Shared {
     automatic: AtomicBool,
     /// `record_rejections`, for the lock-free `record_rejected`.
     record_rejections: AtomicBool,
+    /// `record_call_durations`: whether records add to `Recorder::durations`.
+    record_call_durations: AtomicBool,
     /// The runtime that runs the timers of time-driven transitions, when the breaker was created
     /// inside one and reads the system clock.
     #[cfg(not(loom))]
@@ -267,6 +271,9 @@ struct Recorder {
     /// (a transition, a reset and a reconfiguration keep counting), for metrics counters. Two
     /// additions under the lock the record takes anyway.
     recorded: [u64; 2],
+    /// How long the recorded calls took (all of them: the probes' and the ignored ones' too),
+    /// while `record_call_durations` is on; never cleared, as `recorded`.
+    durations: CallDurations,
     /// The epoch whose closed-state permits record on the fast path: the current epoch while
     /// the breaker is closed, `NO_EPOCH` otherwise. Set to an epoch only by a transition (under
     /// both locks); the fast path only ever sets it to `NO_EPOCH`, when its record made a rate
@@ -354,6 +361,7 @@ impl CircuitBreaker {
             slow_call_nanos: AtomicU64::new(derived.slow_call_nanos),
             automatic: AtomicBool::new(derived.automatic),
             record_rejections: AtomicBool::new(derived.record_rejections),
+            record_call_durations: AtomicBool::new(derived.record_call_durations),
             clock,
             packed: AtomicU64::new(pack(0, CircuitState::Closed)),
             deadline: AtomicU64::new(NEVER),
@@ -364,6 +372,7 @@ impl CircuitBreaker {
             window: SpinLock::new(Recorder {
                 window,
                 recorded: [0; 2],
+                durations: CallDurations::default(),
                 recording_epoch: 0,
                 minimum_calls: derived.minimum_calls,
                 thresholds: derived.thresholds,
@@ -451,6 +460,17 @@ impl CircuitBreaker {
         };
         self.shared.after_unlock(&fx);
         metrics
+    }
+
+    /// The histogram of the recorded calls' durations, if the configuration keeps one
+    /// (`record_call_durations`).
+    #[cfg(any(feature = "metrics", test))]
+    pub(crate) fn call_durations(&self) -> Option<CallDurations> {
+        let shared = &self.shared;
+        if !shared.record_call_durations.load(Ordering::Relaxed) {
+            return None;
+        }
+        Some(shared.window.lock().durations.clone())
     }
 
     /// Asks to make one call.

@@ -117,9 +117,10 @@ impl CircuitPermit<'_> {
             // Nothing to record: no lock taken.
             (PermitKind::Unrecorded, _)
             | (PermitKind::Closed | PermitKind::Recorded, Finish::GiveBack) => {}
-            // Only an event to emit, and nobody listens.
+            // Only an event to emit, and nobody listens; no duration to keep.
             (PermitKind::Closed | PermitKind::Recorded, Finish::Ignored)
-                if !this.shared.subscribers.per_call() =>
+                if !this.shared.subscribers.per_call()
+                    && !this.shared.record_call_durations.load(Ordering::Relaxed) =>
             {
                 this.shared.count_ignored();
             }

@@ -1954,6 +1954,97 @@ fn reconfigure_switches_the_readings_of_a_system_clock_breaker() {
     assert_eq!(cb.shared.call_reading.load(), Reading::None);
 }
 
+#[test]
+fn record_call_durations_times_every_recorded_call_by_outcome() {
+    const MS: Duration = Duration::from_millis(1);
+    let (cb, clock) = breaker(
+        small(4, 2)
+            .slow_call_duration_threshold(Duration::MAX)
+            .record_call_durations(true),
+    );
+    // Timed although no rule needs a clock.
+    assert_eq!(cb.shared.call_reading.load(), Reading::Precise);
+    slow_call(&cb, &clock, 30 * MS, true);
+    slow_call(&cb, &clock, secs(2), false);
+    let permit = cb.try_acquire().unwrap();
+    clock.advance(7 * MS);
+    permit.record_ignored();
+    // Neither an abandoned call nor one rejected further in is recorded, nor timed.
+    let permit = cb.try_acquire().unwrap();
+    clock.advance(secs(1));
+    drop(permit);
+    let permit = cb.try_acquire().unwrap();
+    clock.advance(secs(1));
+    permit.record_rejected(&rejection());
+    // Half-open probes, recorded under the state machine's lock.
+    cb.transition_to_open_state().unwrap();
+    clock.advance(secs(10));
+    slow_call(&cb, &clock, 400 * MS, true);
+    assert_eq!(cb.state(), CircuitState::HalfOpen);
+    slow_call(&cb, &clock, 400 * MS, false);
+
+    let durations = cb.call_durations().expect("kept");
+    // Buckets are cumulative, in the order 1, 2.5, 5, 10, 25, 50, 100, 250, 500 ms, 1, 2.5,
+    // 5, 10 s, +Inf.
+    assert_eq!(
+        durations.cumulative(0),
+        [0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 2]
+    );
+    assert_eq!(
+        durations.cumulative(1),
+        [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 2, 2, 2, 2]
+    );
+    assert_eq!(
+        durations.cumulative(2),
+        [0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]
+    );
+    assert!((durations.sum_seconds(0) - 0.43).abs() < 1e-9);
+    assert!((durations.sum_seconds(1) - 2.4).abs() < 1e-9);
+    assert!((durations.sum_seconds(2) - 0.007).abs() < 1e-9);
+    // The same calls as the counts of the metrics.
+    let m = cb.metrics();
+    assert_eq!(
+        (
+            m.total_successful_calls(),
+            m.total_failed_calls(),
+            m.total_ignored_calls()
+        ),
+        (2, 2, 1)
+    );
+}
+
+#[test]
+fn record_call_durations_times_metrics_only_calls_and_follows_reconfiguration() {
+    let (cb, clock) = breaker(small(4, 1).slow_call_duration_threshold(Duration::MAX));
+    assert_eq!(cb.call_durations(), None, "off by default");
+    assert_eq!(cb.shared.call_reading.load(), Reading::None);
+    slow_call(&cb, &clock, secs(3), true);
+
+    // Turned on, the histogram starts with the calls that follow.
+    cb.reconfigure(
+        small(4, 1)
+            .slow_call_duration_threshold(Duration::MAX)
+            .record_call_durations(true)
+            .initial_state(CircuitState::MetricsOnly)
+            .build()
+            .unwrap(),
+    );
+    assert_eq!(cb.shared.call_reading.load(), Reading::Precise);
+    slow_call(&cb, &clock, Duration::from_millis(20), false);
+    let durations = cb.call_durations().expect("kept");
+    assert_eq!(durations.cumulative(0)[13], 0);
+    assert_eq!(durations.cumulative(1)[4], 1, "20 ms: le=0.025");
+
+    cb.reconfigure(
+        small(4, 1)
+            .slow_call_duration_threshold(Duration::MAX)
+            .build()
+            .unwrap(),
+    );
+    assert_eq!(cb.call_durations(), None);
+    assert_eq!(cb.shared.call_reading.load(), Reading::None);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Events
 

@@ -78,7 +78,7 @@ settings! {
 /// `automatic_transition_from_open_to_half_open_enabled`,
 /// `permitted_number_of_calls_in_half_open_state`, `max_wait_duration_in_half_open_state`;
 /// `timeout_duration`, `cancel_running_future`), plus this library's `retry_on_rejection`,
-/// `max_retry_after`, `record_rejections` and `initial_state`. Kebab-case (`max-concurrent-calls`) reads as
+/// `max_retry_after`, `record_rejections`, `record_call_durations` and `initial_state`. Kebab-case (`max-concurrent-calls`) reads as
 /// snake_case, as Spring's relaxed binding does; a camelCase key is refused with its
 /// snake_case spelling. Durations are strings with a unit (`"500ms"`, `"10s"`, `"1m30s"`,
 /// `"PT10S"`); percentages are numbers (`50`).

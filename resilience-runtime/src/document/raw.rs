@@ -341,6 +341,7 @@ settings! {
         permitted_number_of_calls_in_half_open_state: u32,
         max_wait_duration_in_half_open_state: Dur,
         record_rejections: bool,
+        record_call_durations: bool,
         initial_state: StateSetting,
     }
     aliases {
@@ -418,6 +419,9 @@ impl Settings for CircuitBreakerSettings {
         }
         if let Some(record) = self.record_rejections {
             b = b.record_rejections(record);
+        }
+        if let Some(record) = self.record_call_durations {
+            b = b.record_call_durations(record);
         }
         if let Some(StateSetting(state)) = self.initial_state {
             b = b.initial_state(state);
