@@ -8,7 +8,8 @@ use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use resilience_runtime::{
-    BulkheadConfig, CircuitBreakerConfig, Guard, Registry, RetryConfig, SlidingWindow,
+    AdaptiveLimit, BulkheadConfig, CircuitBreakerConfig, Guard, Registry, RetryConfig,
+    SlidingWindow,
 };
 
 /// The Prometheus recorder, installed once for the test binary (one global recorder).
@@ -158,4 +159,45 @@ fn with_the_resilience4j_prefix_its_dashboards_queries_find_their_metrics() {
         );
     }
     assert!(rendered.contains("resilience4j_circuitbreaker_calls_seconds_count{name=\"untimed\""));
+}
+
+#[test]
+fn an_adaptive_bulkhead_exports_its_limit_and_its_latencies() {
+    let prometheus = prometheus();
+    let registry = Registry::new();
+    let adaptive = BulkheadConfig::builder()
+        .adaptive(AdaptiveLimit::gradient2().min_limit(3).initial_limit(3))
+        .build()
+        .unwrap();
+    registry.configure_bulkhead("adaptive", adaptive).unwrap();
+    let plan = registry.plan(&[Guard::bulkhead("adaptive")]).unwrap();
+    let _: Result<(), resilience_runtime::Rejected> = plan.call(|| {
+        std::thread::sleep(Duration::from_millis(2));
+        Ok(())
+    });
+    registry.record_metrics();
+
+    let rendered = prometheus.render();
+    assert_eq!(
+        sample(
+            &rendered,
+            "resilience_bulkhead_max_allowed_concurrent_calls",
+            "adaptive"
+        ),
+        Some(3.0),
+        "{rendered}"
+    );
+    for estimate in ["baseline", "sample"] {
+        let line = rendered
+            .lines()
+            .find(|line| {
+                line.starts_with("resilience_bulkhead_adaptive_rtt_seconds{")
+                    && line.contains("name=\"adaptive\"")
+                    && line.contains(&format!("estimate=\"{estimate}\""))
+            })
+            .unwrap_or_else(|| panic!("no {estimate} latency:\n{rendered}"));
+        let seconds: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+        // The call slept 2 ms: its sample, and the average of the one sample there is.
+        assert!((0.002..5.0).contains(&seconds), "{line}");
+    }
 }

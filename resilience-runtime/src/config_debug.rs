@@ -88,8 +88,8 @@ mod tests {
             .unwrap();
         assert_eq!(
             format!("{config:?}"),
-            "BulkheadConfig { max_concurrent_calls: 25 (default), max_wait_duration: 10ms, \
-             fair_call_handling: true (default) }"
+            "BulkheadConfig { max_concurrent_calls: 25 (default), adaptive: None (default), \
+             max_wait_duration: 10ms, fair_call_handling: true (default) }"
         );
     }
 

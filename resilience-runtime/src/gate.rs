@@ -6,7 +6,7 @@
 
 use std::future::Future;
 
-use crate::bulkhead::{Bulkhead, BulkheadPermit};
+use crate::bulkhead::{Bulkhead, BulkheadPermit, End};
 use crate::circuit_breaker::{CircuitBreaker, CircuitPermit};
 use crate::error::Rejected;
 use crate::name::Name;
@@ -67,6 +67,10 @@ pub(crate) trait Permit: Sized {
         let _ = rejection;
     }
 
+    /// The call was abandoned: a panic, a future dropped mid-call, or a call that never ran.
+    #[inline]
+    fn abandoned(self) {}
+
     /// The process-wide id of the gate instance.
     fn instance_id(&self) -> u64;
 }
@@ -110,7 +114,35 @@ impl Gate for Bulkhead {
     }
 }
 
+/// How a call ended, for an adaptive limit's sample: its duration when it ran to its end
+/// (succeeded or failed), a drop when a time limiter cut it off or its caller gave it up, and
+/// nothing when it says nothing of the dependency.
 impl Permit for BulkheadPermit<'_> {
+    #[inline]
+    fn complete(self, outcome: CallOutcome) {
+        self.finish(match outcome {
+            CallOutcome::Success | CallOutcome::Failure => End::Completed,
+            CallOutcome::Ignored => End::Unsampled,
+        });
+    }
+
+    #[inline]
+    fn rejected(self, rejection: &Rejected) {
+        self.finish(match rejection {
+            Rejected::TimedOut { .. } => End::Dropped,
+            _ => End::Unsampled,
+        });
+    }
+
+    fn abandoned(self) {
+        // A panic tells nothing of the dependency's load; a caller giving up does.
+        self.finish(if std::thread::panicking() {
+            End::Unsampled
+        } else {
+            End::Dropped
+        });
+    }
+
     #[inline]
     fn instance_id(&self) -> u64 {
         BulkheadPermit::instance_id(self)

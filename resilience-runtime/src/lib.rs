@@ -81,7 +81,8 @@ mod wrapper;
 pub use aspect::Aspect;
 pub use blocking::allow_blocking;
 pub use bulkhead::{
-    Bulkhead, BulkheadConfig, BulkheadConfigBuilder, BulkheadEvent, BulkheadMetrics, BulkheadPermit,
+    AdaptiveEstimates, AdaptiveLimit, AdaptiveSettings, Bulkhead, BulkheadConfig,
+    BulkheadConfigBuilder, BulkheadEvent, BulkheadMetrics, BulkheadPermit, LimitAlgorithm,
 };
 pub use call::Entered;
 pub use call_site::{CallSite, UnconfiguredGuard, Validation};

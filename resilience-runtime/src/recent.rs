@@ -114,6 +114,8 @@ impl Kept for BulkheadEvent {
     fn kept(&self) -> Option<&'static str> {
         match self {
             BulkheadEvent::CallRejected { .. } => Some("call_rejected"),
+            // As frequent as samples while the limit moves: the limit is in the metrics.
+            BulkheadEvent::LimitChanged { .. } => None,
         }
     }
     fn instance(&self) -> &Name {

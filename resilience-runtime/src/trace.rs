@@ -178,6 +178,7 @@ impl Forward for CircuitBreaker {
 impl Forward for Bulkhead {
     fn forward_events(&self, clock: &Clock) {
         let rejected = Throttle::new(clock);
+        let changed = Throttle::new(clock);
         self.subscribe_with(Interest::Rare, move |event| match event {
             BulkheadEvent::CallRejected { name, waited } => {
                 throttled_debug!(
@@ -186,6 +187,16 @@ impl Forward for Bulkhead {
                     name,
                     { waited_ms = millis(*waited), },
                     "bulkhead `{name}` is full: call rejected"
+                );
+            }
+            // An adaptive limit moves by small steps: one line a second at most, the latest.
+            BulkheadEvent::LimitChanged { name, from, to } => {
+                throttled_debug!(
+                    changed,
+                    "bulkhead",
+                    name,
+                    { from = *from, to = *to, },
+                    "bulkhead `{name}`: adaptive limit changed from {from} to {to}"
                 );
             }
         });

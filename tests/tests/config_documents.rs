@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use resilience_runtime::document::{ChangeKind, Setting};
 use resilience_runtime::{
-    Aspect, BulkheadConfig, CircuitBreakerEvent, CircuitState, ConfigDocument, Guard,
-    ReentrancyPolicy, Registry, Rejected, SlidingWindow,
+    AdaptiveLimit, Aspect, BulkheadConfig, CircuitBreakerEvent, CircuitState, ConfigDocument,
+    Guard, LimitAlgorithm, ReentrancyPolicy, Registry, Rejected, SlidingWindow,
 };
 
 const INCIDENT: &str = include_str!("../../examples/config/incident.toml");
@@ -801,6 +801,12 @@ fn the_configuration_the_actuator_shows_is_a_document_that_configures_the_same()
             max_concurrent_calls = 7
             max_wait_duration = "250ms"
             fair_call_handling_enabled = false
+            [bulkhead.instances.g]
+            adaptive = { algorithm = "gradient2", min_limit = 5, queue_size = 6, long_window = 100 }
+            [bulkhead.instances.v]
+            adaptive = { algorithm = "vegas", max_limit = 90, probe_multiplier = 10 }
+            [bulkhead.instances.m]
+            adaptive = { algorithm = "aimd", backoff_ratio = 0.75, timeout = "2s" }
             [rate_limiter.instances.a]
             limit_for_period = 9
             limit_refresh_period = "2s"
@@ -861,7 +867,15 @@ fn the_configuration_the_actuator_shows_is_a_document_that_configures_the_same()
             .collect::<Vec<_>>()
     };
     assert_eq!(configs(&copy), configs(&original));
-    assert_eq!(configs(&copy).len(), 7);
+    assert_eq!(configs(&copy).len(), 10);
+    assert_eq!(
+        copy.bulkhead_config("m")
+            .adaptive()
+            .unwrap()
+            .settings()
+            .backoff_ratio,
+        Some(0.75)
+    );
     assert_eq!(
         copy.circuit_breaker_config("a").sliding_window(),
         SlidingWindow::TimeBased(30)
@@ -869,4 +883,84 @@ fn the_configuration_the_actuator_shows_is_a_document_that_configures_the_same()
     assert_eq!(copy.retry_config("a").randomized_wait_factor(), 0.25);
     assert!(copy.circuit_breaker_config("a").record_call_durations());
     assert!(!copy.circuit_breaker_config("b").record_call_durations());
+}
+
+#[test]
+fn an_adaptive_bulkhead_is_configured_in_its_own_table_and_its_mistakes_are_named() {
+    let registry = Registry::new();
+    registry
+        .load_toml(
+            r#"
+            [bulkhead.instances.orders]
+            max_wait_duration = "200ms"
+            [bulkhead.instances.orders.adaptive]
+            algorithm = "vegas"
+            min_limit = 10
+            initial_limit = 10
+            max_limit = 400
+            [bulkhead.instances.stock.adaptive]
+            "#,
+        )
+        .unwrap();
+    let orders = registry.bulkhead_config("orders");
+    let settings = orders.adaptive().expect("adaptive").settings();
+    assert_eq!(settings.algorithm, LimitAlgorithm::Vegas);
+    assert_eq!(
+        (
+            settings.min_limit,
+            settings.initial_limit,
+            settings.max_limit
+        ),
+        (10, 10, 400)
+    );
+    assert_eq!(orders.max_wait_duration(), Duration::from_millis(200));
+    assert_eq!(
+        registry.bulkhead("orders").max_allowed_concurrent_calls(),
+        10
+    );
+    // An empty table: Gradient2 with Netflix's defaults.
+    let stock = registry.bulkhead_config("stock");
+    assert_eq!(
+        stock.adaptive().unwrap().settings(),
+        AdaptiveLimit::gradient2().settings()
+    );
+
+    // Reloaded as a fixed limit: the same instance, in place.
+    registry
+        .load_toml("[bulkhead.instances.orders]\nmax_concurrent_calls = 50\n")
+        .unwrap();
+    assert_eq!(
+        registry.bulkhead("orders").max_allowed_concurrent_calls(),
+        50
+    );
+    assert!(registry.bulkhead("orders").adaptive_estimates().is_none());
+
+    for (document, says) in [
+        (
+            "[bulkhead.instances.a.adaptive]\nalgorithm = \"gradient3\"\n",
+            "`gradient3` is not a limit algorithm; write one of \"gradient2\", \"vegas\", \"aimd\"",
+        ),
+        (
+            "[bulkhead.instances.a.adaptive]\nmin_limt = 3\n",
+            "min_limt",
+        ),
+        (
+            "[bulkhead.instances.a.adaptive]\nalgorithm = \"aimd\"\nsmoothing = 0.5\n",
+            "3:13: bulkhead.instances.a.adaptive.smoothing: applies to gradient2 and vegas only, \
+             not to aimd",
+        ),
+        (
+            "[bulkhead.instances.a]\nmax_concurrent_calls = 5\n[bulkhead.instances.a.adaptive]\n",
+            "bulkhead.instances.a.adaptive: a bulkhead's limit is fixed (max_concurrent_calls) or \
+             adaptive, not both",
+        ),
+        (
+            "[bulkhead.instances.a.adaptive]\nmin_limit = 50\ninitial_limit = 20\n",
+            "bulkhead.instances.a.adaptive.initial_limit: must be within min_limit and max_limit \
+             (50..=200), got 20",
+        ),
+    ] {
+        let err = Registry::new().load_toml(document).unwrap_err().to_string();
+        assert!(err.contains(says), "{document}\n{err}");
+    }
 }

@@ -11,7 +11,7 @@ use ::axum::Router;
 use serde_json::{json, Map, Value};
 
 use crate::aspect::aspect_table;
-use crate::bulkhead::Bulkhead;
+use crate::bulkhead::{AdaptiveSettings, Bulkhead};
 use crate::call_site::CallSite;
 use crate::circuit_breaker::{CircuitBreaker, SlidingWindow};
 use crate::rate_limiter::RateLimiter;
@@ -302,19 +302,58 @@ fn bulkhead(bulkhead: &Bulkhead) -> Value {
         "bulkhead",
         bulkhead.name(),
         state,
-        json!({
-            "available_concurrent_calls": m.available_concurrent_calls(),
-            "max_allowed_concurrent_calls": m.max_allowed_concurrent_calls(),
-            "permitted_calls": m.permitted_calls(),
-            "rejected_calls": m.rejected_calls(),
-            "finished_calls": m.finished_calls(),
-        }),
-        json!({
-            "max_concurrent_calls": c.max_concurrent_calls(),
-            "max_wait_duration": duration(c.max_wait_duration()),
-            "fair_call_handling_enabled": c.fair_call_handling(),
-        }),
+        {
+            let mut metrics = json!({
+                "available_concurrent_calls": m.available_concurrent_calls(),
+                "max_allowed_concurrent_calls": m.max_allowed_concurrent_calls(),
+                "permitted_calls": m.permitted_calls(),
+                "rejected_calls": m.rejected_calls(),
+                "finished_calls": m.finished_calls(),
+            });
+            // What an adaptive limit works from, in milliseconds (null before a sample).
+            if let Some(e) = bulkhead.adaptive_estimates() {
+                let millis = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1e3);
+                metrics["adaptive_baseline_rtt_ms"] = json!(millis(e.baseline_rtt));
+                metrics["adaptive_sample_rtt_ms"] = json!(millis(e.sample_rtt));
+            }
+            metrics
+        },
+        {
+            let mut config = json!({
+                "max_wait_duration": duration(c.max_wait_duration()),
+                "fair_call_handling_enabled": c.fair_call_handling(),
+            });
+            // The limit as a configuration file writes it: fixed, or an `adaptive` table.
+            match c.adaptive() {
+                None => config["max_concurrent_calls"] = json!(c.max_concurrent_calls()),
+                Some(adaptive) => config["adaptive"] = adaptive_table(&adaptive.settings()),
+            }
+            config
+        },
     )
+}
+
+/// An adaptive limit's settings in force, keyed as the `adaptive` table of a file.
+fn adaptive_table(s: &AdaptiveSettings) -> Value {
+    let mut table = json!({
+        "algorithm": s.algorithm.as_str(),
+        "min_limit": s.min_limit,
+        "max_limit": s.max_limit,
+        "initial_limit": s.initial_limit,
+    });
+    let mut set = |key: &str, value: Option<Value>| {
+        if let Some(value) = value {
+            table[key] = value;
+        }
+    };
+    set("smoothing", s.smoothing.map(|x| json!(x)));
+    set("rtt_tolerance", s.rtt_tolerance.map(|x| json!(x)));
+    set("queue_size", s.queue_size.map(|x| json!(x)));
+    set("long_window", s.long_window.map(|x| json!(x)));
+    set("probe_multiplier", s.probe_multiplier.map(|x| json!(x)));
+    set("backoff_ratio", s.backoff_ratio.map(|x| json!(x)));
+    set("timeout", s.timeout.map(|d| json!(duration(d))));
+    table
 }
 
 fn rate_limiter(limiter: &RateLimiter) -> Value {

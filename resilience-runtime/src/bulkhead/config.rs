@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::adaptive::AdaptiveLimit;
 use crate::error::ConfigError;
 use crate::name::Name;
 
@@ -18,8 +19,13 @@ pub const MAX_CONCURRENT_CALLS_LIMIT: u32 = (1 << 24) - 1;
 /// | field | default |
 /// |---|---|
 /// | `max_concurrent_calls` | 25 |
+/// | `adaptive` | none (the limit is `max_concurrent_calls`) |
 /// | `max_wait_duration` | 0 (reject at once when full) |
 /// | `fair_call_handling` | `true` (strict FIFO among waiters) |
+///
+/// The limit is either fixed (`max_concurrent_calls`) or [`adaptive`](BulkheadConfigBuilder::adaptive):
+/// a configuration sets one or the other, and one built on a base that sets either takes the
+/// base's limit only if it sets neither.
 ///
 /// ```
 /// use std::time::Duration;
@@ -33,16 +39,20 @@ pub const MAX_CONCURRENT_CALLS_LIMIT: u32 = (1 << 24) - 1;
 /// assert!(config.fair_call_handling());
 /// # Ok::<(), resilience_runtime::ConfigError>(())
 /// ```
-#[derive(Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq)]
 pub struct BulkheadConfig {
     base: Option<Name>,
     max_concurrent_calls: Option<u32>,
+    adaptive: Option<AdaptiveLimit>,
     max_wait_duration: Option<Duration>,
     fair_call_handling: Option<bool>,
 }
 
 crate::config_debug::debug_effective!(BulkheadConfig {
-    max_concurrent_calls,
+    max_concurrent_calls = |c: &BulkheadConfig| {
+        c.max_concurrent_calls.is_some() || c.adaptive.is_some()
+    },
+    adaptive,
     max_wait_duration,
     fair_call_handling,
 });
@@ -60,10 +70,22 @@ impl BulkheadConfig {
         BulkheadConfigBuilder::default()
     }
 
-    /// The number of calls the bulkhead admits at once.
+    /// The number of calls the bulkhead admits at once; with an [`adaptive`](Self::adaptive)
+    /// limit, the limit it starts with (its `initial_limit`), which
+    /// [`Bulkhead::max_allowed_concurrent_calls`](super::Bulkhead::max_allowed_concurrent_calls)
+    /// then follows.
     pub fn max_concurrent_calls(&self) -> u32 {
-        self.max_concurrent_calls
-            .unwrap_or(Self::DEFAULT_MAX_CONCURRENT_CALLS)
+        match &self.adaptive {
+            Some(adaptive) => adaptive.settings().initial_limit,
+            None => self
+                .max_concurrent_calls
+                .unwrap_or(Self::DEFAULT_MAX_CONCURRENT_CALLS),
+        }
+    }
+
+    /// The adaptive limit, if the limit is not fixed.
+    pub fn adaptive(&self) -> Option<&AdaptiveLimit> {
+        self.adaptive.as_ref()
     }
 
     /// How long a caller waits for a permit before it is rejected; zero rejects at once.
@@ -87,9 +109,17 @@ impl BulkheadConfig {
     /// This configuration with every field it does not set taken from `base`, which must
     /// already be resolved. The result has no base.
     pub(crate) fn inherit(&self, base: &BulkheadConfig) -> Result<BulkheadConfig, ConfigError> {
+        // The limit, fixed or adaptive, is one setting: this configuration's if it sets it.
+        let (max_concurrent_calls, adaptive) =
+            if self.max_concurrent_calls.is_some() || self.adaptive.is_some() {
+                (self.max_concurrent_calls, self.adaptive)
+            } else {
+                (base.max_concurrent_calls, base.adaptive)
+            };
         let merged = BulkheadConfig {
             base: None,
-            max_concurrent_calls: self.max_concurrent_calls.or(base.max_concurrent_calls),
+            max_concurrent_calls,
+            adaptive,
             max_wait_duration: self.max_wait_duration.or(base.max_wait_duration),
             fair_call_handling: self.fair_call_handling.or(base.fair_call_handling),
         };
@@ -98,6 +128,16 @@ impl BulkheadConfig {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(adaptive) = &self.adaptive {
+            if self.max_concurrent_calls.is_some() {
+                return Err(ConfigError::new(
+                    "adaptive",
+                    "a bulkhead's limit is fixed (max_concurrent_calls) or adaptive, not both: \
+                     remove one",
+                ));
+            }
+            return adaptive.validate();
+        }
         let max = self.max_concurrent_calls();
         if max == 0 {
             return Err(ConfigError::new(
@@ -129,6 +169,26 @@ impl BulkheadConfigBuilder {
         self
     }
 
+    /// An adaptive limit instead of a fixed one: the bulkhead finds the number of calls the
+    /// dependency serves without queueing from the durations of the calls it admits (see
+    /// [`AdaptiveLimit`]). Refusals are [`Rejected::BulkheadFull`](crate::Rejected::BulkheadFull)
+    /// as with a fixed limit; `max_wait_duration` and `fair_call_handling` keep their meaning.
+    ///
+    /// ```
+    /// use resilience_runtime::{AdaptiveLimit, Bulkhead, BulkheadConfig};
+    ///
+    /// let config = BulkheadConfig::builder()
+    ///     .adaptive(AdaptiveLimit::gradient2().min_limit(10).max_limit(400))
+    ///     .build()?;
+    /// let bulkhead = Bulkhead::new("orders", config);
+    /// assert_eq!(bulkhead.max_allowed_concurrent_calls(), 20); // the initial limit, for now
+    /// # Ok::<(), resilience_runtime::ConfigError>(())
+    /// ```
+    pub fn adaptive(mut self, limit: AdaptiveLimit) -> Self {
+        self.config.adaptive = Some(limit);
+        self
+    }
+
     /// How long a caller waits for a permit before it is rejected; zero rejects at once.
     pub fn max_wait_duration(mut self, wait: Duration) -> Self {
         self.config.max_wait_duration = Some(wait);
@@ -154,7 +214,8 @@ impl BulkheadConfigBuilder {
     /// # Errors
     ///
     /// A [`ConfigError`] naming the field: `max_concurrent_calls` of 0 or above
-    /// 16 777 215.
+    /// 16 777 215; both `max_concurrent_calls` and `adaptive`; an `adaptive.*` setting out of
+    /// its range or of another algorithm.
     pub fn build(self) -> Result<BulkheadConfig, ConfigError> {
         self.config.validate()?;
         Ok(self.config)

@@ -7,8 +7,9 @@ use crate::name::Name;
 
 /// Something a bulkhead did, delivered to the callbacks registered with
 /// [`Bulkhead::subscribe`](super::Bulkhead::subscribe) (Resilience4j's
-/// `BulkheadOnCallRejectedEvent`). A bulkhead tells only of its refusals: an admitted call
-/// costs it no event, so subscribing costs the admission path nothing.
+/// `BulkheadOnCallRejectedEvent`). A bulkhead tells of its refusals and of the changes of an
+/// adaptive limit: an admitted call costs it no event, so subscribing costs the admission path
+/// nothing.
 ///
 /// ```
 /// use std::sync::{Arc, Mutex};
@@ -35,13 +36,25 @@ pub enum BulkheadEvent {
         /// How long the call waited for a permit.
         waited: Duration,
     },
+    /// An adaptive limit changed (see [`AdaptiveLimit`](super::AdaptiveLimit)).
+    #[non_exhaustive]
+    LimitChanged {
+        /// The bulkhead.
+        name: Name,
+        /// The limit before.
+        from: u32,
+        /// The limit now.
+        to: u32,
+    },
 }
 
 impl BulkheadEvent {
     /// The bulkhead the event comes from.
     pub fn name(&self) -> &Name {
         match self {
-            BulkheadEvent::CallRejected { name, .. } => name,
+            BulkheadEvent::CallRejected { name, .. } | BulkheadEvent::LimitChanged { name, .. } => {
+                name
+            }
         }
     }
 }
@@ -54,6 +67,9 @@ impl fmt::Display for BulkheadEvent {
                 "bulkhead `{name}`: call rejected after waiting {} ms",
                 waited.as_millis()
             ),
+            BulkheadEvent::LimitChanged { name, from, to } => {
+                write!(f, "bulkhead `{name}`: limit changed from {from} to {to}")
+            }
         }
     }
 }

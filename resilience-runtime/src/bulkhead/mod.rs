@@ -9,14 +9,18 @@
 //! the limit it enforces is always the one configured last, never the sum of an old and a new
 //! instance's.
 
+mod adaptive;
 mod config;
 mod events;
 mod semaphore;
 mod wait_list;
 
 #[cfg(all(test, not(loom)))]
+mod adaptive_tests;
+#[cfg(all(test, not(loom)))]
 mod tests;
 
+pub use adaptive::{AdaptiveLimit, AdaptiveSettings, LimitAlgorithm};
 pub use config::{BulkheadConfig, BulkheadConfigBuilder, MAX_CONCURRENT_CALLS_LIMIT};
 pub use events::BulkheadEvent;
 
@@ -34,6 +38,7 @@ use crate::name::Name;
 use crate::subscribers::{Interest, Subscribers, SubscriptionId};
 use crate::sync::{lock, AtomicU64, Mutex, Ordering};
 
+use adaptive::Controller;
 use semaphore::{Semaphore, Waking};
 use wait_list::{Key, Wake};
 
@@ -101,6 +106,8 @@ pub struct Bulkhead {
     /// The [`Wait`] of the configuration, encoded by [`Wait::to_nanos`].
     wait: AtomicU64,
     semaphore: Semaphore,
+    /// The adaptive limit's algorithm, off for a fixed limit.
+    controller: Controller,
     subscribers: Subscribers<BulkheadEvent>,
 }
 
@@ -160,11 +167,14 @@ impl Bulkhead {
     /// ([`acquire_blocking`](Self::acquire_blocking)) or on tokio's timer
     /// ([`acquire`](Self::acquire)).
     pub fn with_clock(name: impl Into<Name>, config: BulkheadConfig, clock: Clock) -> Self {
+        let id = crate::next_instance_id();
+        let settings = config.adaptive().map(AdaptiveLimit::settings);
         Bulkhead {
             name: name.into(),
-            id: crate::next_instance_id(),
+            id,
             wait: AtomicU64::new(Wait::from_config(config.max_wait_duration()).to_nanos()),
             semaphore: Semaphore::new(config.max_concurrent_calls(), config.fair_call_handling()),
+            controller: Controller::new(settings.as_ref(), id),
             config: Mutex::new(config),
             clock,
             subscribers: Subscribers::new(),
@@ -195,6 +205,11 @@ impl Bulkhead {
     ///   already waiting keeps its deadline.
     /// - `fair_call_handling` applies from now on; waiters already queued stay queued and are
     ///   served.
+    /// - An [`adaptive`](BulkheadConfigBuilder::adaptive) limit starts over at its
+    ///   `initial_limit` when its settings change, or when it replaces a fixed limit; the
+    ///   permits held count against it as against a fixed limit. A fixed limit replaces an
+    ///   adaptive one the same way. Changing only the wait or the fairness of an adaptive
+    ///   bulkhead keeps the limit its algorithm found.
     /// - The counters ([`metrics`](Self::metrics)) are not reset.
     ///
     /// Reconfiguring with a configuration equal to the one in force does nothing. Taking and
@@ -233,9 +248,20 @@ impl Bulkhead {
             Wait::from_config(config.max_wait_duration()).to_nanos(),
             Ordering::Relaxed,
         );
+        let fair = config.fair_call_handling();
+        let replace = (current.adaptive() != config.adaptive())
+            .then(|| config.adaptive().map(AdaptiveLimit::settings));
+        let keep_found_limit = replace.is_none() && config.adaptive().is_some();
         let wakes = self
-            .semaphore
-            .reconfigure(config.max_concurrent_calls(), config.fair_call_handling());
+            .controller
+            .install(replace.as_ref().map(Option::as_ref), || {
+                let max = if keep_found_limit {
+                    self.semaphore.max()
+                } else {
+                    config.max_concurrent_calls()
+                };
+                self.semaphore.reconfigure(max, fair)
+            });
         *current = config;
         drop(current);
         for wake in wakes {
@@ -260,18 +286,28 @@ impl Bulkhead {
         self.semaphore.available()
     }
 
-    /// The number of calls admitted at once: `max_concurrent_calls` of the configuration.
+    /// The number of calls admitted at once: `max_concurrent_calls` of the configuration, or
+    /// the limit an adaptive one has found.
     pub fn max_allowed_concurrent_calls(&self) -> u32 {
         self.semaphore.max()
     }
 
+    /// The latencies an adaptive limit's algorithm works from, or `None` for a fixed limit.
+    pub fn adaptive_estimates(&self) -> Option<AdaptiveEstimates> {
+        self.controller.estimates().map(|e| AdaptiveEstimates {
+            baseline_rtt: (e.baseline_rtt > 0.0).then(|| nanos_duration(e.baseline_rtt)),
+            sample_rtt: (e.sample_rtt > 0.0).then(|| nanos_duration(e.sample_rtt)),
+        })
+    }
+
     /// A snapshot of the counters.
     pub fn metrics(&self) -> BulkheadMetrics {
-        // The config lock keeps a reconfiguration from changing the limit between the two
-        // readings that give the permits held.
+        // The config lock keeps a reconfiguration, and the controller an adaptive limit, from
+        // changing the limit between the two readings that give the permits held.
         let config = lock(&self.config);
-        let counts = self.semaphore.counts();
-        let max = self.semaphore.max();
+        let (counts, max) = self
+            .controller
+            .install(None, || (self.semaphore.counts(), self.semaphore.max()));
         drop(config);
         BulkheadMetrics {
             available_concurrent_calls: counts.available,
@@ -455,8 +491,59 @@ impl Bulkhead {
         }
     }
 
+    #[inline]
     fn permit(&self) -> BulkheadPermit<'_> {
-        BulkheadPermit { bulkhead: self }
+        // An adaptive limit times the call from its admission: the wait for a permit is the
+        // bulkhead's own queue, not the dependency's latency.
+        let start = if self.controller.is_on() {
+            match tick(self.clock.read(Reading::Precise)) {
+                // A microsecond off, once every 73 minutes, rather than untimed.
+                UNTIMED => UNTIMED - 1,
+                start => start,
+            }
+        } else {
+            UNTIMED
+        };
+        BulkheadPermit {
+            bulkhead: self,
+            start,
+        }
+    }
+
+    /// Releases the permit of a call timed since `start`, and gives the adaptive limit its
+    /// sample (unless `end` says there is none); applies and tells a change of the limit.
+    #[inline(never)]
+    fn release_sampled(&self, start: u32, end: End) {
+        let held = self.semaphore.release_held();
+        if end == End::Unsampled {
+            return;
+        }
+        let ticks = tick(self.clock.read(Reading::Precise)).wrapping_sub(start);
+        let rtt = u64::from(ticks) << TICK_SHIFT;
+        let mut wakes = Vec::new();
+        let change = self
+            .controller
+            .sample(rtt, held, end == End::Dropped, |limit| {
+                wakes = self.semaphore.reconfigure(limit, self.semaphore.is_fair());
+            });
+        for wake in wakes {
+            wake.wake();
+        }
+        if let Some((from, to)) = change {
+            if self.subscribers.any() {
+                self.tell_limit_changed(from, to);
+            }
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn tell_limit_changed(&self, from: u32, to: u32) {
+        self.subscribers.deliver([BulkheadEvent::LimitChanged {
+            name: self.name.clone(),
+            from,
+            to,
+        }]);
     }
 
     /// Calls `callback` with every event of this bulkhead (its refusals), on the thread of the
@@ -588,6 +675,23 @@ impl Drop for Waiter<'_> {
     }
 }
 
+/// The latencies an adaptive limit's algorithm works from ([`Bulkhead::adaptive_estimates`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AdaptiveEstimates {
+    /// The latency samples are compared with: Gradient2's long-term average, Vegas's lowest
+    /// latency; `None` for AIMD, or before the first sample.
+    pub baseline_rtt: Option<Duration>,
+    /// The last sample's latency (`None` before the first).
+    pub sample_rtt: Option<Duration>,
+}
+
+/// Nanoseconds of an estimate as a duration.
+fn nanos_duration(nanos: f64) -> Duration {
+    // Estimates are averages of `u64` nanoseconds: within range, and positive.
+    Duration::from_nanos(nanos.round() as u64)
+}
+
 /// A snapshot of a bulkhead's counters, from [`Bulkhead::metrics`].
 ///
 /// The counters count since the bulkhead was created; [`Bulkhead::reconfigure`] does not reset
@@ -652,8 +756,40 @@ impl BulkheadMetrics {
 /// the call: return, error, panic, or a future dropped mid-call. Under fair call handling a
 /// released permit goes straight to the longest waiter.
 #[must_use = "the permit is released as soon as it is dropped"]
+// 12 bytes rather than 16 (align 4, a `u32` start): the permit is in every guarded call's
+// future, and 16 took a call with a fallback past the 128 bytes moved without a call to
+// `memcpy` (tests/tests/future_size.rs). Fields are read by value only.
+#[repr(C, packed(4))]
 pub struct BulkheadPermit<'a> {
     bulkhead: &'a Bulkhead,
+    /// When the call was admitted under an adaptive limit, in [`tick`]s of the precise
+    /// clock, else `UNTIMED`. (How the call ended is given by the method that consumes the
+    /// permit, not kept in it.)
+    start: u32,
+}
+
+/// The `start` of a permit not timed (a fixed limit).
+const UNTIMED: u32 = u32::MAX;
+
+/// A tick is 2^10 ns, about a microsecond.
+const TICK_SHIFT: u32 = 10;
+
+/// A precise clock reading in ticks, wrapping every 2^32 ticks (73 minutes): the duration of a
+/// call shorter than that is the wrapping difference of its two ticks, to within a tick.
+fn tick(nanos: u64) -> u32 {
+    // Keeps the low 32 bits: the wrap is the point.
+    (nanos >> TICK_SHIFT) as u32
+}
+
+/// How an admitted call ended, for an adaptive limit's sample.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum End {
+    /// It ran to its end: its duration is a sample.
+    Completed,
+    /// It timed out or was given up: a drop.
+    Dropped,
+    /// It tells nothing of the dependency (refused further in, a panic, an ignored error).
+    Unsampled,
 }
 
 impl BulkheadPermit<'_> {
@@ -662,19 +798,50 @@ impl BulkheadPermit<'_> {
     pub(crate) fn instance_id(&self) -> u64 {
         self.bulkhead.id()
     }
+
+    /// Releases the permit, the call having ended as `end` (an adaptive limit's sample; a
+    /// fixed limit ignores it).
+    #[inline]
+    pub(crate) fn finish(self, end: End) {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.release(end);
+    }
+
+    /// Releases the permit of a call that timed out, or that its caller gave up: an adaptive
+    /// limit counts a drop (dropping the permit counts a call that ran to its end).
+    pub fn record_drop(self) {
+        self.finish(End::Dropped);
+    }
+
+    /// Releases the permit of a call whose duration says nothing of the dependency (it ended
+    /// in an error unrelated to load, or never reached the dependency): an adaptive limit
+    /// takes no sample.
+    pub fn record_ignored(self) {
+        self.finish(End::Unsampled);
+    }
+
+    #[inline]
+    fn release(&self, end: End) {
+        let (bulkhead, start) = (self.bulkhead, self.start);
+        if start == UNTIMED {
+            bulkhead.semaphore.release();
+        } else {
+            bulkhead.release_sampled(start, end);
+        }
+    }
 }
 
 impl Drop for BulkheadPermit<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.bulkhead.semaphore.release();
+        self.release(End::Completed);
     }
 }
 
 impl fmt::Debug for BulkheadPermit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BulkheadPermit")
-            .field("bulkhead", &self.bulkhead.name)
+            .field("bulkhead", &{ self.bulkhead }.name)
             .finish()
     }
 }

@@ -250,15 +250,28 @@ impl Semaphore {
     /// Returns a permit: one `fetch_add`, plus the queue lock only if someone waits.
     #[inline]
     pub(super) fn release(&self) {
-        if self.free_permit() {
+        if self.free_permit() & HAS_WAITERS != 0 {
             self.release_to_waiters();
         }
     }
 
-    /// The lock-free half of a release: frees the permit and tells whether anyone was queued
-    /// at that instant (then the permit must be offered to the queue).
+    /// [`release`](Self::release), telling how many permits were held just before it (this
+    /// one included): the calls in flight an adaptive limit's sample reports.
+    pub(super) fn release_held(&self) -> u32 {
+        let max = self.max.load(Ordering::Relaxed);
+        let before = self.free_permit();
+        if before & HAS_WAITERS != 0 {
+            self.release_to_waiters();
+        }
+        // Held = max - free; a limit changed between the two readings is off by its change
+        // for this one sample.
+        (max as i64 - free(before)).clamp(1, i64::from(u32::MAX)) as u32
+    }
+
+    /// The lock-free half of a release: frees the permit and returns the state word before
+    /// it (with `HAS_WAITERS` set, the permit must be offered to the queue).
     #[inline]
-    fn free_permit(&self) -> bool {
+    fn free_permit(&self) -> u64 {
         let before = self.state.fetch_add(PERMIT_UNIT, Ordering::Release);
         // Checked against the field's bound rather than `max`: a release racing with a grow
         // may read the old `max` after the grow has already freed its permits.
@@ -266,7 +279,7 @@ impl Semaphore {
             free(before) < PERMIT_BIAS as i64,
             "more permits released than taken"
         );
-        before & HAS_WAITERS != 0
+        before
     }
 
     #[cold]
@@ -570,7 +583,10 @@ mod tests {
             let semaphore = Semaphore::new(1, fair);
             assert!(semaphore.try_acquire());
             let leaving = queue(&semaphore);
-            assert!(semaphore.free_permit(), "the release sees a waiter");
+            assert!(
+                semaphore.free_permit() & HAS_WAITERS != 0,
+                "the release sees a waiter"
+            );
             semaphore.cancel(leaving);
             assert!(
                 semaphore.try_acquire(),
@@ -598,7 +614,7 @@ mod tests {
         let semaphore = Semaphore::new(1, true);
         assert!(semaphore.try_acquire());
         let head = queue(&semaphore);
-        assert!(semaphore.free_permit());
+        assert!(semaphore.free_permit() & HAS_WAITERS != 0);
         assert_eq!(semaphore.available(), 1);
         assert!(!semaphore.try_acquire());
         let behind = queue(&semaphore);
@@ -619,7 +635,10 @@ mod tests {
             let semaphore = Semaphore::new(2, fair);
             assert!(semaphore.try_acquire() && semaphore.try_acquire());
             let waiter = queue(&semaphore);
-            assert!(semaphore.free_permit(), "the release sees a waiter");
+            assert!(
+                semaphore.free_permit() & HAS_WAITERS != 0,
+                "the release sees a waiter"
+            );
             assert!(semaphore.reconfigure(1, fair).is_empty(), "nobody to wake");
             assert_eq!(semaphore.available(), 0);
             semaphore.release_to_waiters();
@@ -642,7 +661,7 @@ mod tests {
         let first = queue(&semaphore);
         let second = queue(&semaphore);
         let third = queue(&semaphore);
-        assert!(semaphore.free_permit());
+        assert!(semaphore.free_permit() & HAS_WAITERS != 0);
         assert_eq!(semaphore.reconfigure(2, true).len(), 2, "two hand-overs");
         semaphore.release_to_waiters();
         assert!(poll(&semaphore, first) && poll(&semaphore, second));
@@ -662,7 +681,7 @@ mod tests {
         let semaphore = Semaphore::new(1, true);
         assert!(semaphore.try_acquire());
         let waiter = queue(&semaphore);
-        assert!(semaphore.free_permit());
+        assert!(semaphore.free_permit() & HAS_WAITERS != 0);
         assert!(semaphore.reconfigure(1, true).is_empty());
         assert_eq!(semaphore.waiters(), (1, 1), "still queued");
         assert_eq!(semaphore.available(), 1);

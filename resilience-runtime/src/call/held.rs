@@ -210,7 +210,7 @@ fn finish<P: Permit>(permit: Option<P>, end: End<'_>) {
         match end {
             End::Complete(outcome) => permit.complete(outcome),
             End::Rejected(rejection) => permit.rejected(rejection),
-            End::Abandon => drop(permit),
+            End::Abandon => permit.abandoned(),
         }
     }
 }

@@ -9,7 +9,7 @@ use serde::de::{self, Deserialize, Deserializer, Visitor};
 
 use super::duration::Dur;
 use super::keys::{choice, settings, SetKeys};
-use crate::bulkhead::BulkheadConfig;
+use crate::bulkhead::{AdaptiveLimit, BulkheadConfig, LimitAlgorithm};
 use crate::circuit_breaker::{CircuitBreakerConfig, CircuitState, WindowType};
 use crate::error::ConfigError;
 use crate::plan::ReentrancyPolicy;
@@ -41,18 +41,23 @@ pub(crate) trait Settings: SetKeys + Sized {
     /// The key of this table a refusal of `field` points at: the first of its keys that is
     /// set here, else none (the value came from a base or the default).
     fn blame(&self, field: &'static str) -> Option<&'static str> {
-        let set = self.set_keys();
-        let field_key: &[&'static str] = match field {
-            "base" => &["base_config"],
-            _ => &[],
-        };
-        Self::keys_of(field)
-            .iter()
-            .chain(field_key)
-            .copied()
-            .chain(std::iter::once(field))
-            .find(|k| set.contains(k))
+        blame_key(self, field)
     }
+}
+
+/// [`Settings::blame`] for a table without nested tables.
+fn blame_key<S: Settings>(settings: &S, field: &'static str) -> Option<&'static str> {
+    let set = settings.set_keys();
+    let field_key: &[&'static str] = match field {
+        "base" => &["base_config"],
+        _ => &[],
+    };
+    S::keys_of(field)
+        .iter()
+        .chain(field_key)
+        .copied()
+        .chain(std::iter::once(field))
+        .find(|k| set.contains(k))
 }
 
 /// A table's `base_config`: Resilience4j's `default` is the default configuration, which every
@@ -89,8 +94,85 @@ settings! {
         max_concurrent_calls: u32,
         max_wait_duration: Dur,
         fair_call_handling_enabled: bool,
+        adaptive: AdaptiveTable,
     }
     aliases { "fair_call_handling" => "fair_call_handling_enabled" }
+}
+
+settings! {
+    /// `[bulkhead.instances.*.adaptive]`: an adaptive limit ([`AdaptiveLimit`]).
+    pub(crate) struct AdaptiveTable ("adaptive limit settings") {
+        algorithm: AlgorithmSetting,
+        min_limit: u32,
+        max_limit: u32,
+        initial_limit: u32,
+        smoothing: f64,
+        rtt_tolerance: f64,
+        queue_size: u32,
+        long_window: u32,
+        probe_multiplier: u32,
+        backoff_ratio: f64,
+        timeout: Dur,
+    }
+}
+
+impl AdaptiveTable {
+    /// The adaptive limit these settings write (Gradient2 unless `algorithm` says otherwise);
+    /// checked with the rest of the bulkhead's configuration.
+    fn limit(&self) -> AdaptiveLimit {
+        let algorithm = self
+            .algorithm
+            .map_or(LimitAlgorithm::Gradient2, |AlgorithmSetting(a)| a);
+        let mut limit = AdaptiveLimit::new(algorithm);
+        if let Some(n) = self.min_limit {
+            limit = limit.min_limit(n);
+        }
+        if let Some(n) = self.max_limit {
+            limit = limit.max_limit(n);
+        }
+        if let Some(n) = self.initial_limit {
+            limit = limit.initial_limit(n);
+        }
+        if let Some(x) = self.smoothing {
+            limit = limit.smoothing(x);
+        }
+        if let Some(x) = self.rtt_tolerance {
+            limit = limit.rtt_tolerance(x);
+        }
+        if let Some(n) = self.queue_size {
+            limit = limit.queue_size(n);
+        }
+        if let Some(n) = self.long_window {
+            limit = limit.long_window(n);
+        }
+        if let Some(n) = self.probe_multiplier {
+            limit = limit.probe_multiplier(n);
+        }
+        if let Some(x) = self.backoff_ratio {
+            limit = limit.backoff_ratio(x);
+        }
+        if let Some(Dur(d)) = self.timeout {
+            limit = limit.timeout(d);
+        }
+        limit
+    }
+}
+
+/// `algorithm`: `"gradient2"`, `"vegas"` or `"aimd"`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct AlgorithmSetting(pub(crate) LimitAlgorithm);
+
+impl<'de> Deserialize<'de> for AlgorithmSetting {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_str(ChoiceVisitor {
+            what: "limit algorithm",
+            choices: &[
+                ("gradient2", AlgorithmSetting(LimitAlgorithm::Gradient2)),
+                ("vegas", AlgorithmSetting(LimitAlgorithm::Vegas)),
+                ("aimd", AlgorithmSetting(LimitAlgorithm::Aimd)),
+            ],
+        })
+    }
 }
 
 impl Settings for BulkheadSettings {
@@ -110,6 +192,9 @@ impl Settings for BulkheadSettings {
         if let Some(fair) = self.fair_call_handling_enabled {
             b = b.fair_call_handling(fair);
         }
+        if let Some(adaptive) = &self.adaptive {
+            b = b.adaptive(adaptive.limit());
+        }
         b.build()
     }
 
@@ -117,6 +202,16 @@ impl Settings for BulkheadSettings {
         match field {
             "fair_call_handling" => &["fair_call_handling_enabled"],
             _ => &[],
+        }
+    }
+
+    /// A refusal of a setting of the `adaptive` table points at its key in that table (the
+    /// field is the path, `adaptive.min_limit`), or at the table when the key is not set.
+    fn blame(&self, field: &'static str) -> Option<&'static str> {
+        match (field.strip_prefix("adaptive."), &self.adaptive) {
+            (Some(key), Some(table)) if table.set_keys().contains(&key) => Some(field),
+            (Some(_), Some(_)) => Some("adaptive"),
+            _ => blame_key(self, field),
         }
     }
 }

@@ -149,7 +149,12 @@ fn table_path(aspect: Aspect, section: &str, name: &str, key: Option<&str>) -> V
         section.to_owned(),
         name.to_owned(),
     ];
-    path.extend(key.map(str::to_owned));
+    // A key of a nested table (`adaptive.min_limit`) is one segment per table.
+    path.extend(
+        key.into_iter()
+            .flat_map(|key| key.split('.'))
+            .map(str::to_owned),
+    );
     path
 }
 

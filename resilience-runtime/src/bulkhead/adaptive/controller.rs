@@ -1,0 +1,124 @@
+//! [`Controller`]: an adaptive bulkhead's samples in, its limit out, shared by every thread
+//! that releases a permit.
+//!
+//! The algorithms are sequential (Netflix's `AbstractLimit.onSample` is `synchronized`). Here a
+//! release never waits for another: it takes the algorithm with `try_lock`, and if another
+//! release holds it, its sample is skipped — a latency sample among thousands, as a sampling
+//! profiler skips one — except a drop, which is counted and given to the next sample that gets
+//! the algorithm (several drops between two samples back off once, as TCP does within one
+//! round trip). Admissions never touch any of this.
+
+use super::algorithms::Algorithm;
+use super::AdaptiveSettings;
+use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering};
+
+pub(crate) use super::algorithms::Estimates;
+
+/// The adaptive side of a bulkhead: off for a fixed limit.
+pub(crate) struct Controller {
+    /// Whether admissions are timed: an algorithm is installed.
+    on: AtomicBool,
+    algorithm: Mutex<Option<Algorithm>>,
+    /// Drops whose sample found the algorithm taken.
+    pending_drops: AtomicU64,
+    /// The algorithm's [`Estimates`] after its last sample, as `f64` bits, for the metrics
+    /// without the lock.
+    baseline_rtt: AtomicU64,
+    sample_rtt: AtomicU64,
+    /// Seeds the algorithms' randomness: the bulkhead's id.
+    seed: u64,
+}
+
+/// What a sample did to the limit, when it changed it: from, to.
+pub(crate) type Change = Option<(u32, u32)>;
+
+impl Controller {
+    /// A controller running `settings` (none: a fixed limit).
+    pub(crate) fn new(settings: Option<&AdaptiveSettings>, seed: u64) -> Self {
+        let controller = Controller {
+            on: AtomicBool::new(false),
+            algorithm: Mutex::new(None),
+            pending_drops: AtomicU64::new(0),
+            baseline_rtt: AtomicU64::new(0),
+            sample_rtt: AtomicU64::new(0),
+            seed,
+        };
+        controller.install(Some(settings), || ());
+        controller
+    }
+
+    /// With `Some(settings)`, installs them (a fresh algorithm at its initial limit; `None`: a
+    /// fixed limit); then runs `apply` (which sets the bulkhead's limit), with no sample
+    /// taken meanwhile, so that no sample of the old settings overrides the limit it sets.
+    pub(crate) fn install<R>(
+        &self,
+        settings: Option<Option<&AdaptiveSettings>>,
+        apply: impl FnOnce() -> R,
+    ) -> R {
+        let mut algorithm = crate::sync::lock(&self.algorithm);
+        if let Some(settings) = settings {
+            *algorithm = settings.map(|s| Algorithm::new(s, self.seed));
+            self.pending_drops.store(0, Ordering::Relaxed);
+            self.publish(algorithm.as_ref());
+            self.on.store(algorithm.is_some(), Ordering::Relaxed);
+        }
+        apply()
+    }
+
+    /// Whether admissions are timed.
+    #[inline(always)]
+    pub(crate) fn is_on(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
+    }
+
+    /// Takes the sample of a call that took `rtt` nanoseconds, released with `inflight` calls
+    /// holding permits (itself included); `dropped` if it timed out or was given up. Returns
+    /// the change of the limit, if any, after `apply` applied the new limit (still under the
+    /// algorithm, so that two changes apply in the order they were computed).
+    pub(crate) fn sample(
+        &self,
+        rtt: u64,
+        inflight: u32,
+        dropped: bool,
+        apply: impl FnOnce(u32),
+    ) -> Change {
+        let mut guard = match self.algorithm.try_lock() {
+            Ok(guard) => guard,
+            Err(_) => {
+                // Taken by another sample (or poisoned, which its code cannot do): skipped.
+                if dropped {
+                    self.pending_drops.fetch_add(1, Ordering::Relaxed);
+                }
+                return None;
+            }
+        };
+        let algorithm = guard.as_mut()?;
+        let dropped = dropped
+            || (self.pending_drops.load(Ordering::Relaxed) != 0
+                && self.pending_drops.swap(0, Ordering::Relaxed) != 0);
+        let before = algorithm.limit();
+        let after = algorithm.sample(rtt, inflight, dropped);
+        self.publish(Some(algorithm));
+        if after == before {
+            return None;
+        }
+        apply(after);
+        Some((before, after))
+    }
+
+    fn publish(&self, algorithm: Option<&Algorithm>) {
+        let estimates = algorithm.map(Algorithm::estimates).unwrap_or_default();
+        self.baseline_rtt
+            .store(estimates.baseline_rtt.to_bits(), Ordering::Relaxed);
+        self.sample_rtt
+            .store(estimates.sample_rtt.to_bits(), Ordering::Relaxed);
+    }
+
+    /// The algorithm's latency estimates, in nanoseconds, or `None` for a fixed limit.
+    pub(crate) fn estimates(&self) -> Option<Estimates> {
+        self.is_on().then(|| Estimates {
+            baseline_rtt: f64::from_bits(self.baseline_rtt.load(Ordering::Relaxed)),
+            sample_rtt: f64::from_bits(self.sample_rtt.load(Ordering::Relaxed)),
+        })
+    }
+}
