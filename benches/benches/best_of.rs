@@ -14,9 +14,9 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use resilience_runtime::{
-    bulkhead, circuit_breaker, rate_limiter, retry, time_limiter, BulkheadConfig, CircuitBreaker,
-    CircuitBreakerConfig, Guard, RateLimiterConfig, Registry, RetryConfig, SlidingWindow,
-    TimeLimiterConfig,
+    bulkhead, circuit_breaker, rate_limiter, retry, time_limiter, AdaptiveLimit, BulkheadConfig,
+    CircuitBreaker, CircuitBreakerConfig, Guard, RateLimiterConfig, Registry, RetryConfig,
+    SlidingWindow, TimeLimiterConfig,
 };
 use tower::{Service, ServiceBuilder};
 
@@ -277,6 +277,61 @@ fn call_durations(rounds: usize) {
     );
     for ((name, _), time) in breakers.iter().zip(&best) {
         println!("{name:22} {time:6.1}   {:.2}x", time / best[0]);
+    }
+}
+
+/// What an adaptive limit costs a call: a fixed bulkhead's admission and release beside an
+/// adaptive one's (Gradient2, AIMD) whose limit does not move (the calls use less than half
+/// of it), by hand and through a plan; the permit alone, and the whole call.
+fn adaptive_bulkhead(rounds: usize) {
+    let fixed = BulkheadConfig::builder()
+        .max_concurrent_calls(100)
+        .build()
+        .expect("valid bulkhead");
+    let adaptive = |limit: AdaptiveLimit| {
+        BulkheadConfig::builder()
+            .adaptive(limit.min_limit(100).initial_limit(100).max_limit(200))
+            .build()
+            .expect("valid bulkhead")
+    };
+    let registry = Registry::new();
+    registry
+        .configure_bulkhead("fixed", fixed.clone())
+        .expect("bulkhead");
+    registry
+        .configure_bulkhead("gradient2", adaptive(AdaptiveLimit::gradient2()))
+        .expect("bulkhead");
+    let fixed_plan = registry.plan(&[Guard::bulkhead("fixed")]).expect("plan");
+    let gradient_plan = registry
+        .plan(&[Guard::bulkhead("gradient2")])
+        .expect("plan");
+    let fixed_direct = resilience_runtime::Bulkhead::new("fixed", fixed);
+    let gradient_direct =
+        resilience_runtime::Bulkhead::new("gradient2", adaptive(AdaptiveLimit::gradient2()));
+    let aimd_direct = resilience_runtime::Bulkhead::new("aimd", adaptive(AdaptiveLimit::aimd()));
+    let names = [
+        "fixed_permit",
+        "gradient2_permit",
+        "aimd_permit",
+        "fixed_plan",
+        "gradient2_plan",
+    ];
+    let best = best!(rounds;
+        "fixed_permit" => drop(black_box(black_box(&fixed_direct).try_acquire().expect("free permit"))),
+        "gradient2_permit" => drop(black_box(black_box(&gradient_direct).try_acquire().expect("free permit"))),
+        "aimd_permit" => drop(black_box(black_box(&aimd_direct).try_acquire().expect("free permit"))),
+        "fixed_plan" => black_box(black_box(&fixed_plan).call(|| Ok::<u32, CallError>(black_box(1) + 1))).unwrap(),
+        "gradient2_plan" => black_box(black_box(&gradient_plan).call(|| Ok::<u32, CallError>(black_box(1) + 1))).unwrap(),
+    );
+    assert_eq!(
+        gradient_direct.max_allowed_concurrent_calls(),
+        100,
+        "the limit held still"
+    );
+    println!("\nan adaptive bulkhead beside a fixed one, best of {rounds} rounds: ns per call, and / fixed");
+    let peers = [0, 0, 0, 3, 3];
+    for ((name, time), peer) in names.iter().zip(&best).zip(peers) {
+        println!("{name:20} {time:6.1}   {:.2}x", time / best[peer]);
     }
 }
 
@@ -800,9 +855,10 @@ fn main() {
             "tower_layer" => tower_layer(rounds),
             "http_client" => http_client(rounds),
             "call_durations" => call_durations(rounds),
+            "adaptive_bulkhead" => adaptive_bulkhead(rounds),
             other => panic!(
                 "no group `{other}`: breaker_alone, rate_limiter_alone, five_aspects, \
-                 tower_layer, http_client, call_durations"
+                 tower_layer, http_client, call_durations, adaptive_bulkhead"
             ),
         }
         return;

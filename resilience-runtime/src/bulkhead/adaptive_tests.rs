@@ -285,3 +285,44 @@ proptest! {
         prop_assert_eq!(m.permitted_calls(), m.finished_calls());
     }
 }
+
+#[test]
+fn on_the_system_clock_one_call_per_coarse_tick_is_timed() {
+    let Some(resolution) = Clock::system().coarse_resolution() else {
+        return; // No coarse clock here: every call is timed, as on a manual clock.
+    };
+    let config = BulkheadConfig::builder()
+        .adaptive(
+            AdaptiveLimit::aimd()
+                .min_limit(10)
+                .initial_limit(100)
+                .max_limit(200),
+        )
+        .build()
+        .unwrap();
+    let bulkhead = Bulkhead::new("sampled", config);
+    let timed =
+        |permits: &[BulkheadPermit<'_>]| permits.iter().filter(|p| { p.start } != UNTIMED).count();
+    let burst: Vec<_> = (0..50).map(|_| bulkhead.try_acquire().unwrap()).collect();
+    // Fifty admissions in a few microseconds: the first of its tick is timed, few others.
+    let first = timed(&burst);
+    assert!((1..50).contains(&first), "{first} of 50 timed");
+    // A later tick times a call again.
+    std::thread::sleep(Duration::from_nanos(3 * resolution));
+    let later = bulkhead.try_acquire().unwrap();
+    assert_eq!(timed(std::slice::from_ref(&later)), 1);
+    // Untimed drops still reach the algorithm, with the next sample: AIMD backs off once.
+    let (timed_ones, untimed): (Vec<_>, Vec<_>) =
+        burst.into_iter().partition(|p| { p.start } != UNTIMED);
+    untimed.into_iter().for_each(BulkheadPermit::record_drop);
+    timed_ones
+        .into_iter()
+        .for_each(BulkheadPermit::record_ignored);
+    assert_eq!(
+        bulkhead.max_allowed_concurrent_calls(),
+        100,
+        "no sample yet"
+    );
+    drop(later);
+    assert_eq!(bulkhead.max_allowed_concurrent_calls(), 90);
+}

@@ -174,7 +174,7 @@ impl Bulkhead {
             id,
             wait: AtomicU64::new(Wait::from_config(config.max_wait_duration()).to_nanos()),
             semaphore: Semaphore::new(config.max_concurrent_calls(), config.fair_call_handling()),
-            controller: Controller::new(settings.as_ref(), id),
+            controller: Controller::new(settings.as_ref(), id, clock.coarse_resolution().is_some()),
             config: Mutex::new(config),
             clock,
             subscribers: Subscribers::new(),
@@ -495,7 +495,11 @@ impl Bulkhead {
     fn permit(&self) -> BulkheadPermit<'_> {
         // An adaptive limit times the call from its admission: the wait for a permit is the
         // bulkhead's own queue, not the dependency's latency.
-        let start = if self.controller.is_on() {
+        let timed = self.controller.is_on()
+            && self
+                .controller
+                .times_call(|| self.clock.read(Reading::Coarse));
+        let start = if timed {
             match tick(self.clock.read(Reading::Precise)) {
                 // A microsecond off, once every 73 minutes, rather than untimed.
                 UNTIMED => UNTIMED - 1,
@@ -825,6 +829,9 @@ impl BulkheadPermit<'_> {
         let (bulkhead, start) = (self.bulkhead, self.start);
         if start == UNTIMED {
             bulkhead.semaphore.release();
+            if end == End::Dropped {
+                bulkhead.controller.untimed_drop();
+            }
         } else {
             bulkhead.release_sampled(start, end);
         }

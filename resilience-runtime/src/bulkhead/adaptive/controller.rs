@@ -6,7 +6,15 @@
 //! release holds it, its sample is skipped — a latency sample among thousands, as a sampling
 //! profiler skips one — except a drop, which is counted and given to the next sample that gets
 //! the algorithm (several drops between two samples back off once, as TCP does within one
-//! round trip). Admissions never touch any of this.
+//! round trip). Admissions never touch the algorithm.
+//!
+//! Not every call is timed: on a clock with a coarse reading (Linux's system clock), the first
+//! call admitted in each tick of the coarse clock (1 to 4 ms) is, and the others cost the
+//! admission one coarse reading (a few nanoseconds) instead of two precise ones and a turn at
+//! the algorithm at their release. The algorithm sees up to 250–1000 samples a second, every
+//! call's below that rate, and every drop whether timed or not. Choosing by the tick is
+//! independent of how long a call takes: the samples are not biased. On a clock without a
+//! coarse reading (a manual clock) every call is timed.
 
 use super::algorithms::Algorithm;
 use super::AdaptiveSettings;
@@ -27,14 +35,21 @@ pub(crate) struct Controller {
     sample_rtt: AtomicU64,
     /// Seeds the algorithms' randomness: the bulkhead's id.
     seed: u64,
+    /// The tick of the coarse clock a call was last timed in; `EVERY_CALL` when every call
+    /// is timed.
+    last_timed: AtomicU64,
 }
+
+/// `last_timed` of a controller that times every call.
+const EVERY_CALL: u64 = u64::MAX;
 
 /// What a sample did to the limit, when it changed it: from, to.
 pub(crate) type Change = Option<(u32, u32)>;
 
 impl Controller {
-    /// A controller running `settings` (none: a fixed limit).
-    pub(crate) fn new(settings: Option<&AdaptiveSettings>, seed: u64) -> Self {
+    /// A controller running `settings` (none: a fixed limit), timing a call per tick of the
+    /// coarse clock if `per_tick`, else every call.
+    pub(crate) fn new(settings: Option<&AdaptiveSettings>, seed: u64, per_tick: bool) -> Self {
         let controller = Controller {
             on: AtomicBool::new(false),
             algorithm: Mutex::new(None),
@@ -42,6 +57,7 @@ impl Controller {
             baseline_rtt: AtomicU64::new(0),
             sample_rtt: AtomicU64::new(0),
             seed,
+            last_timed: AtomicU64::new(if per_tick { 0 } else { EVERY_CALL }),
         };
         controller.install(Some(settings), || ());
         controller
@@ -69,6 +85,27 @@ impl Controller {
     #[inline(always)]
     pub(crate) fn is_on(&self) -> bool {
         self.on.load(Ordering::Relaxed)
+    }
+
+    /// Whether the call being admitted now is timed, `coarse` reading the coarse clock: the
+    /// first of its tick (see the module's docs).
+    #[inline]
+    pub(crate) fn times_call(&self, coarse: impl FnOnce() -> u64) -> bool {
+        let last = self.last_timed.load(Ordering::Relaxed);
+        if last == EVERY_CALL {
+            return true;
+        }
+        let now = coarse();
+        // One winner per tick: the others see the tick taken, or lose the swap.
+        now != last && self.last_timed.swap(now, Ordering::Relaxed) != now
+    }
+
+    /// Counts the drop of a call that was not timed, for the next sample.
+    #[cold]
+    pub(crate) fn untimed_drop(&self) {
+        if self.is_on() {
+            self.pending_drops.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Takes the sample of a call that took `rtt` nanoseconds, released with `inflight` calls
