@@ -23,7 +23,7 @@ use std::time::Duration;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-use resilience_runtime::{Bulkhead, BulkheadConfig, Clock, ManualClock};
+use resilience_runtime::{AdaptiveLimit, Bulkhead, BulkheadConfig, Clock, ManualClock};
 
 /// Runs `model` over every interleaving with at most `preemptions` preemptions (unless
 /// `LOOM_MAX_PREEMPTIONS` says otherwise), which keeps each model within seconds to a minute.
@@ -461,4 +461,125 @@ fn stale_newcomer_races_the_hand_over_of_a_grow() {
 #[test]
 fn stale_newcomer_races_the_hand_over_of_a_release() {
     stale_newcomer_races_a_fair_hand_over(1);
+}
+
+// ---------------------------------------------------------------- adaptive limits
+
+/// An AIMD limit between 1 and 2, starting at `initial`, waiting forever; every call timed
+/// (a manual clock).
+fn adaptive(initial: u32, fair: bool) -> Arc<Shared> {
+    let config = BulkheadConfig::builder()
+        .adaptive(
+            AdaptiveLimit::aimd()
+                .min_limit(1)
+                .initial_limit(initial)
+                .max_limit(2),
+        )
+        .max_wait_duration(Duration::MAX)
+        .fair_call_handling(fair)
+        .build()
+        .unwrap();
+    Arc::new(Shared {
+        bulkhead: Bulkhead::with_clock("loom", config, Clock::from(ManualClock::new())),
+        inside: AtomicUsize::new(0),
+    })
+}
+
+/// A waiter that asserts at most `max` calls inside (the limit may grow while it is inside).
+fn spawn_waiter_within(shared: &Arc<Shared>, max: usize) -> thread::JoinHandle<()> {
+    let shared = Arc::clone(shared);
+    thread::spawn(move || {
+        let permit = loom::future::block_on(shared.bulkhead.acquire()).expect("waits forever");
+        shared.call_within(max);
+        drop(permit);
+    })
+}
+
+/// The release of the only permit is a sample that grows the limit from 1 to 2 (1 in flight
+/// uses half of it), racing a waiter and a newcomer: the waiter is served (by the permit
+/// released or the one grown), at most 2 are inside, every permit comes back.
+fn a_sample_that_grows_the_limit_serves_the_waiters(fair: bool) {
+    check(3, move || {
+        let shared = adaptive(1, fair);
+        let held = shared.bulkhead.try_acquire().unwrap();
+        let waiter = spawn_waiter_within(&shared, 2);
+        let newcomer = Shared::spawn_newcomer(&shared, Some(2));
+        drop(held);
+        waiter.join().unwrap();
+        newcomer.join().unwrap();
+        shared.assert_idle();
+        assert_eq!(shared.bulkhead.max_allowed_concurrent_calls(), 2);
+    });
+}
+
+#[test]
+fn fair_adaptive_grow_serves_the_waiters() {
+    a_sample_that_grows_the_limit_serves_the_waiters(true);
+}
+
+#[test]
+fn unfair_adaptive_grow_serves_the_waiters() {
+    a_sample_that_grows_the_limit_serves_the_waiters(false);
+}
+
+/// Two calls of a limit of 2 end at once, one as a drop (the limit falls to 1) and one as a
+/// success (whose sample may find the algorithm taken and be skipped), racing a newcomer for
+/// the permits they free: at most 2 inside, and the permits come back to whatever limit the
+/// samples left, between 1 and 2.
+fn samples_race_each_other_and_a_newcomer(fair: bool) {
+    check(3, move || {
+        let shared = adaptive(2, fair);
+        let second = shared.bulkhead.try_acquire().unwrap();
+        let dropper = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                if let Ok(permit) = shared.bulkhead.try_acquire() {
+                    permit.record_drop();
+                }
+            })
+        };
+        let newcomer = Shared::spawn_newcomer(&shared, Some(2));
+        drop(second);
+        dropper.join().unwrap();
+        newcomer.join().unwrap();
+        shared.assert_idle();
+        let limit = shared.bulkhead.max_allowed_concurrent_calls();
+        assert!((1..=2).contains(&limit), "limit {limit}");
+    });
+}
+
+#[test]
+fn fair_adaptive_samples_race() {
+    samples_race_each_other_and_a_newcomer(true);
+}
+
+#[test]
+fn unfair_adaptive_samples_race() {
+    samples_race_each_other_and_a_newcomer(false);
+}
+
+/// A reconfiguration from the adaptive limit to a fixed one of 1 races a call whose sample
+/// grows the limit to 2, and a waiter: the fixed limit wins (no sample applies after it),
+/// the waiter is served, every permit comes back to the limit of 1.
+fn reconfiguration_races_a_sample(fair: bool) {
+    check(3, move || {
+        let shared = adaptive(1, fair);
+        let waiter = spawn_waiter_within(&shared, 2);
+        let releaser = Shared::spawn_newcomer(&shared, Some(2));
+        shared.bulkhead.reconfigure(config(1, fair));
+        releaser.join().unwrap();
+        waiter.join().unwrap();
+        shared.assert_idle();
+        assert_eq!(shared.bulkhead.max_allowed_concurrent_calls(), 1);
+    });
+}
+
+#[test]
+fn fair_reconfiguration_races_a_sample() {
+    reconfiguration_races_a_sample(true);
+}
+
+#[test]
+fn unfair_reconfiguration_races_a_sample() {
+    reconfiguration_races_a_sample(false);
 }

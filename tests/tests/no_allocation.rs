@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
-use resilience_runtime::{bulkhead, circuit_breaker, rate_limiter, Guard, Registry};
+use resilience_runtime::{
+    bulkhead, circuit_breaker, rate_limiter, AdaptiveLimit, BulkheadConfig, Guard, Registry,
+};
 use resilience_tests::CallError;
 
 struct Counting;
@@ -347,4 +349,65 @@ fn a_request_through_a_guard_layer_admitted_at_once_does_not_allocate() {
         100,
         "the default count window is full"
     );
+}
+
+#[test]
+fn an_adaptive_bulkhead_samples_and_moves_its_limit_without_allocating() {
+    // A manual clock: every call is timed and sampled; the calls use the whole limit, so the
+    // limit moves (up on successes, down on drops).
+    let clock = resilience_runtime::ManualClock::new();
+    let registry = Registry::with_clock(clock.clone());
+    for (name, limit) in [
+        (
+            "gradient2",
+            AdaptiveLimit::gradient2().min_limit(1).initial_limit(4),
+        ),
+        ("aimd", AdaptiveLimit::aimd().min_limit(1).initial_limit(4)),
+    ] {
+        let config = BulkheadConfig::builder().adaptive(limit).build().unwrap();
+        registry.configure_bulkhead(name, config).unwrap();
+    }
+    let names = ["gradient2", "aimd"];
+    let plans = names.map(|name| registry.plan(&[Guard::bulkhead(name)]).unwrap());
+    let bulkheads = names.map(|name| registry.bulkhead(name));
+    let waker = Waker::from(Arc::new(NoopWake));
+    let (lowest, highest) = (Cell::new(u32::MAX), Cell::new(0));
+    let round = |i: u32| {
+        for (plan, bulkhead) in plans.iter().zip(&bulkheads) {
+            let sync: Result<u32, CallError> = plan.call(|| {
+                clock.advance(std::time::Duration::from_millis(1));
+                Ok(i)
+            });
+            assert_eq!(sync, Ok(i));
+            let async_: Result<u32, CallError> =
+                poll_ready(plan.call_async(|| async move { Ok(i) }), &waker);
+            assert_eq!(async_, Ok(i));
+            // By hand: the whole limit in flight (in an array: no allocation of the test's
+            // own), then every other one released as a drop.
+            let mut held: [Option<resilience_runtime::BulkheadPermit<'_>>; 256] =
+                std::array::from_fn(|_| None);
+            for slot in &mut held {
+                *slot = bulkhead.try_acquire().ok();
+            }
+            for (n, permit) in held.into_iter().flatten().enumerate() {
+                if n % 2 == 0 && i % 3 == 0 {
+                    permit.record_drop();
+                }
+            }
+            let limit = bulkhead.max_allowed_concurrent_calls();
+            lowest.set(lowest.get().min(limit));
+            highest.set(highest.get().max(limit));
+        }
+    };
+    round(1);
+
+    COUNTED.with(|counted| counted.set(true));
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    for i in 0..200u32 {
+        round(i);
+    }
+    let allocated = ALLOCATIONS.load(Ordering::Relaxed) - before;
+    COUNTED.with(|counted| counted.set(false));
+    assert_eq!(allocated, 0, "allocations in 200 rounds of samples");
+    assert!(lowest.get() < highest.get(), "the limit moved");
 }
