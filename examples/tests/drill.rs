@@ -161,3 +161,70 @@ fn the_binary_runs_quick_and_writes_the_json_report() {
     assert!(runs[0]["breaker_first_open_ms"].is_u64(), "{}", runs[0]);
     assert!(runs[1]["breaker_first_open_ms"].is_null(), "{}", runs[1]);
 }
+
+#[test]
+fn the_adaptive_comparison_measures_each_adaptive_limit_against_the_best_fixed_one() {
+    let config = DrillConfig {
+        layouts: vec![
+            Layout::Fixed(10),
+            Layout::Fixed(20),
+            Layout::Adaptive(resilience_runtime::LimitAlgorithm::Gradient2, 5),
+            Layout::Adaptive(resilience_runtime::LimitAlgorithm::Aimd, 60),
+        ],
+        degradation: 0.4,
+        recovery: Some(0.75),
+        ..small()
+    };
+    let report = drill::run(&config, &()).expect("the drill runs");
+    print!("{}", report.table());
+    for line in report.reading() {
+        println!("{line}");
+    }
+    for run in &report.runs {
+        assert!(run.reconciles(), "{}", run.reconciliation());
+        // Under the limit the run had at each reading (a lower limit revokes no permit, so
+        // the calls in flight may exceed it by what it just shed).
+        let highest = run.timeline.iter().map(|s| s.limit).max().unwrap_or(0);
+        let most = run.timeline.iter().map(|s| s.in_flight).max().unwrap_or(0);
+        assert!(
+            most <= u64::from(highest),
+            "{}: {most} in flight",
+            run.layout
+        );
+    }
+    // A fixed limit holds still; an adaptive one moves from where it started.
+    let fixed = report.run(Layout::Fixed(20)).unwrap();
+    assert!(fixed.timeline.iter().all(|s| s.limit == 20));
+    for run in report.runs.iter().filter(|r| r.layout.is_adaptive()) {
+        let Layout::Adaptive(_, initial) = run.layout else {
+            unreachable!()
+        };
+        assert!(
+            run.timeline.iter().any(|s| s.limit != initial),
+            "{}: the limit never moved",
+            run.layout
+        );
+    }
+    let best = report.best_fixed().expect("fixed layouts ran");
+    assert!(matches!(best.layout, Layout::Fixed(_)));
+    let verdicts = report.adaptive_verdicts();
+    assert_eq!(verdicts.len(), 2);
+    for verdict in &verdicts {
+        assert_eq!(verdict.best_fixed, best.layout);
+        assert!(verdict.throughput_share > 0.0);
+        assert!(report.reading().contains(&verdict.line()));
+    }
+    let json = report.json();
+    assert_eq!(json["config"]["recovery"], 0.75);
+    assert!(json["runs"][2]["timeline"][0]["limit"].is_u64());
+}
+
+#[test]
+fn layouts_are_named_and_found_by_their_names() {
+    for layout in Layout::ALL.into_iter().chain(Layout::ADAPTIVE) {
+        assert_eq!(Layout::from_name(&layout.name()), Some(layout), "{layout}");
+    }
+    assert_eq!(Layout::from_name("fixed-0"), None);
+    assert_eq!(Layout::from_name("vegas-from-501"), None);
+    assert_eq!(Layout::from_name("gradient3-from-10"), None);
+}

@@ -5,8 +5,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use resilience_runtime::{
-    BulkheadConfig, CircuitBreakerConfig, ConfigError, RateLimiterConfig, Registry, RetryConfig,
-    SlidingWindow, TimeLimiterConfig,
+    AdaptiveLimit, BulkheadConfig, CircuitBreakerConfig, ConfigError, RateLimiterConfig, Registry,
+    RetryConfig, SlidingWindow, TimeLimiterConfig,
 };
 
 use super::{Layout, ORDERS};
@@ -68,6 +68,9 @@ pub struct DrillConfig {
     pub service_time_peak: Duration,
     /// The share of `duration` over which the service time climbs to its peak, in `(0, 1]`.
     pub degradation: f64,
+    /// The share of `duration` after which the downstream recovers (its service time falls
+    /// back to `service_time_start` at once), in `(degradation, 1]`; `None`: it never does.
+    pub recovery: Option<f64>,
     /// The probability that a request the downstream serves fails, in `[0, 1)`.
     pub failure_probability: f64,
     /// The bulkhead's `max_concurrent_calls`.
@@ -110,6 +113,7 @@ impl Default for DrillConfig {
             service_time_start: Duration::from_millis(20),
             service_time_peak: Duration::from_millis(200),
             degradation: 0.5,
+            recovery: None,
             failure_probability: 0.03,
             bulkhead_max_concurrent_calls: 80,
             bulkhead_max_wait: Duration::from_millis(500),
@@ -133,6 +137,18 @@ impl DrillConfig {
         DrillConfig {
             duration: Duration::from_secs(4),
             breaker_open_wait: Duration::from_secs(1),
+            ..DrillConfig::default()
+        }
+    }
+
+    /// The adaptive comparison ([`Layout::ADAPTIVE`]) on the default load, with a downstream
+    /// that degrades over the first 40 % of the run and recovers at 75 %: the limit must come
+    /// down as the downstream slows and rise again after.
+    pub fn adaptive() -> Self {
+        DrillConfig {
+            layouts: Layout::ADAPTIVE.to_vec(),
+            degradation: 0.4,
+            recovery: Some(0.75),
             ..DrillConfig::default()
         }
     }
@@ -165,6 +181,14 @@ impl DrillConfig {
         if !(self.degradation > 0.0 && self.degradation <= 1.0) {
             return bad("degradation", "must be in (0, 1]");
         }
+        if let Some(recovery) = self.recovery {
+            if !(recovery > self.degradation && recovery <= 1.0) {
+                return bad(
+                    "recovery",
+                    "must be after the degradation, in (degradation, 1]",
+                );
+            }
+        }
         if self.think_time.0 > self.think_time.1 {
             return bad("think_time", "the low end is above the high end");
         }
@@ -186,11 +210,21 @@ impl DrillConfig {
 
     /// The bulkhead configuration of `layout`.
     pub(crate) fn bulkhead_for(&self, layout: Layout) -> Result<BulkheadConfig, ConfigError> {
-        BulkheadConfig::builder()
-            .max_concurrent_calls(self.bulkhead_max_concurrent_calls)
+        let builder = BulkheadConfig::builder()
             .max_wait_duration(self.bulkhead_max_wait)
-            .fair_call_handling(layout.fair_call_handling())
-            .build()
+            .fair_call_handling(layout.fair_call_handling());
+        match layout {
+            Layout::Fixed(calls) => builder.max_concurrent_calls(calls),
+            // Netflix's settings but the bounds, wide enough for both starts.
+            Layout::Adaptive(algorithm, initial) => builder.adaptive(
+                AdaptiveLimit::new(algorithm)
+                    .min_limit(1)
+                    .max_limit(Layout::ADAPTIVE_MAX_LIMIT)
+                    .initial_limit(initial),
+            ),
+            _ => builder.max_concurrent_calls(self.bulkhead_max_concurrent_calls),
+        }
+        .build()
     }
 
     /// The circuit breaker configuration of `layout`.

@@ -44,6 +44,8 @@ pub struct Downstream {
     start: Duration,
     peak: Duration,
     degradation: Duration,
+    /// When the service time falls back to `start`, if ever.
+    recovery: Option<Duration>,
 }
 
 impl Downstream {
@@ -61,11 +63,15 @@ impl Downstream {
             start: config.service_time_start,
             peak: config.service_time_peak,
             degradation: config.duration.mul_f64(config.degradation),
+            recovery: config.recovery.map(|share| config.duration.mul_f64(share)),
         }
     }
 
     /// The mean service time `elapsed` into the run.
     pub fn service_time_at(&self, elapsed: Duration) -> Duration {
+        if self.recovery.is_some_and(|recovery| elapsed >= recovery) {
+            return self.start;
+        }
         if elapsed >= self.degradation || self.degradation.is_zero() {
             return self.peak;
         }

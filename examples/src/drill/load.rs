@@ -306,6 +306,7 @@ pub(crate) async fn run_layout(
                     counts: live.snapshot(),
                     breaker: breaker.state(),
                     in_flight: service.downstream().in_flight(),
+                    limit: bulkhead.max_allowed_concurrent_calls(),
                 };
                 timeline.push(sample);
                 observer.progress(layout, &Progress {

@@ -43,11 +43,13 @@ use std::fmt;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use resilience_runtime::{Aspect, CircuitState, Registry};
+use resilience_runtime::{Aspect, CircuitState, LimitAlgorithm, Registry};
 
 pub use config::{DrillConfig, DrillConfigError};
 pub use downstream::{Downstream, DownstreamError, Work};
-pub use report::{wrap, Attempts, Counts, DrillReport, LatencySummary, RunReport, Sample, WIDTH};
+pub use report::{
+    wrap, AdaptiveVerdict, Attempts, Counts, DrillReport, LatencySummary, RunReport, Sample, WIDTH,
+};
 pub use rng::SplitMix64;
 pub use service::{Order, OrderError, OrderId, OrderService, ORDERS};
 
@@ -71,6 +73,12 @@ pub enum Layout {
     /// TimeLimiter(Bulkhead(fn))))), with rejections recorded as failures and retried (the
     /// Spring defaults): every retry goes through admission control again.
     SpringDefault,
+    /// Bulkhead first, as the default, with a fixed limit of this many calls: the sweep the
+    /// adaptive limits are measured against (`fixed-60`).
+    Fixed(u32),
+    /// Bulkhead first, as the default, with an adaptive limit found by this algorithm and
+    /// started at this limit (`gradient2-from-10`), between 1 and 500 calls.
+    Adaptive(LimitAlgorithm, u32),
 }
 
 impl Layout {
@@ -83,21 +91,69 @@ impl Layout {
         Layout::SpringDefault,
     ];
 
+    /// The adaptive comparison (`overload-drill --adaptive`): a sweep of fixed limits, the
+    /// incident's 50 and its hand-tuned 80 among them, beside each algorithm started far too
+    /// low (10) and far too high (400).
+    pub const ADAPTIVE: [Layout; 13] = [
+        Layout::Fixed(20),
+        Layout::Fixed(40),
+        Layout::Fixed(50),
+        Layout::Fixed(60),
+        Layout::Fixed(80),
+        Layout::Fixed(120),
+        Layout::Fixed(200),
+        Layout::Adaptive(LimitAlgorithm::Gradient2, 10),
+        Layout::Adaptive(LimitAlgorithm::Gradient2, 400),
+        Layout::Adaptive(LimitAlgorithm::Vegas, 10),
+        Layout::Adaptive(LimitAlgorithm::Vegas, 400),
+        Layout::Adaptive(LimitAlgorithm::Aimd, 10),
+        Layout::Adaptive(LimitAlgorithm::Aimd, 400),
+    ];
+
+    /// The highest an adaptive layout's limit goes.
+    pub const ADAPTIVE_MAX_LIMIT: u32 = 500;
+
     /// The name in tables and JSON (`incident-layout`, `bulkhead-first`,
-    /// `bulkhead-first-unfair`, `full-stack`, `spring-default`).
-    pub const fn name(self) -> &'static str {
+    /// `bulkhead-first-unfair`, `full-stack`, `spring-default`, `fixed-60`,
+    /// `gradient2-from-10`).
+    pub fn name(self) -> String {
         match self {
-            Layout::Incident => "incident-layout",
-            Layout::BulkheadFirst => "bulkhead-first",
-            Layout::BulkheadFirstUnfair => "bulkhead-first-unfair",
-            Layout::FullStack => "full-stack",
-            Layout::SpringDefault => "spring-default",
+            Layout::Incident => "incident-layout".into(),
+            Layout::BulkheadFirst => "bulkhead-first".into(),
+            Layout::BulkheadFirstUnfair => "bulkhead-first-unfair".into(),
+            Layout::FullStack => "full-stack".into(),
+            Layout::SpringDefault => "spring-default".into(),
+            Layout::Fixed(calls) => format!("fixed-{calls}"),
+            Layout::Adaptive(algorithm, initial) => format!("{algorithm}-from-{initial}"),
         }
     }
 
-    /// The layout called `name`.
+    /// The layout called `name`: one of [`ALL`](Self::ALL), `fixed-N`, or
+    /// `ALGORITHM-from-N` (`gradient2`, `vegas`, `aimd`).
     pub fn from_name(name: &str) -> Option<Layout> {
-        Layout::ALL.into_iter().find(|l| l.name() == name)
+        if let Some(layout) = Layout::ALL.into_iter().find(|l| l.name() == name) {
+            return Some(layout);
+        }
+        let number = |text: &str| text.parse::<u32>().ok().filter(|n| *n > 0);
+        if let Some(calls) = name.strip_prefix("fixed-") {
+            return number(calls).map(Layout::Fixed);
+        }
+        let (algorithm, initial) = name.split_once("-from-")?;
+        let algorithm = [
+            LimitAlgorithm::Gradient2,
+            LimitAlgorithm::Vegas,
+            LimitAlgorithm::Aimd,
+        ]
+        .into_iter()
+        .find(|a| a.as_str() == algorithm)?;
+        number(initial)
+            .filter(|n| *n <= Self::ADAPTIVE_MAX_LIMIT)
+            .map(|n| Layout::Adaptive(algorithm, n))
+    }
+
+    /// Whether the bulkhead's limit is adaptive.
+    pub const fn is_adaptive(self) -> bool {
+        matches!(self, Layout::Adaptive(..))
     }
 
     /// The precedence table of the layout, outermost first: the defaults, but for the
@@ -113,9 +169,11 @@ impl Layout {
                 default(Aspect::Retry),
                 default(Aspect::TimeLimiter),
             ],
-            Layout::BulkheadFirst | Layout::BulkheadFirstUnfair | Layout::FullStack => {
-                Aspect::ALL.map(default)
-            }
+            Layout::BulkheadFirst
+            | Layout::BulkheadFirstUnfair
+            | Layout::FullStack
+            | Layout::Fixed(_)
+            | Layout::Adaptive(..) => Aspect::ALL.map(default),
             Layout::SpringDefault => [
                 (Aspect::Retry, 1010),
                 (Aspect::CircuitBreaker, 1020),
@@ -162,7 +220,19 @@ impl Layout {
     }
 
     /// A one-line description of the guards.
-    pub const fn describe(self) -> &'static str {
+    pub fn describe(self) -> String {
+        match self {
+            Layout::Fixed(calls) => format!("bulkhead first, a fixed limit of {calls} calls"),
+            Layout::Adaptive(algorithm, initial) => {
+                format!(
+                    "bulkhead first, an adaptive limit ({algorithm}) started at {initial} calls"
+                )
+            }
+            other => other.describe_five().into(),
+        }
+    }
+
+    const fn describe_five(self) -> &'static str {
         match self {
             Layout::Incident => {
                 "breaker outside the bulkhead, rejections recorded as failures (Resilience4j's default)"
@@ -175,13 +245,14 @@ impl Layout {
             Layout::SpringDefault => {
                 "Retry(CircuitBreaker(RateLimiter(TimeLimiter(Bulkhead)))), rejections recorded and retried (Spring's defaults)"
             }
+            Layout::Fixed(_) | Layout::Adaptive(..) => "",
         }
     }
 }
 
 impl fmt::Display for Layout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        f.write_str(&self.name())
     }
 }
 

@@ -22,6 +22,8 @@ const RIGHT: f64 = 48.0;
 const PLOT_HEIGHT: f64 = 110.0;
 /// The colour of the calls in flight.
 const IN_FLIGHT: &str = "#1565c0";
+/// The colour of an adaptive limit.
+const LIMIT: &str = "#6a1b9a";
 /// Samples averaged for a rate (about half a second).
 const SMOOTHING: usize = 5;
 
@@ -63,11 +65,17 @@ impl DrillReport {
             .iter()
             .map(|r| r.elapsed.as_secs_f64())
             .fold(1.0, f64::max);
+        // An adaptive limit is drawn on the same scale as the calls in flight.
         let in_flight_max = nice_ceiling(
             self.runs
                 .iter()
-                .flat_map(|r| &r.timeline)
-                .map(|s| s.in_flight)
+                .flat_map(|r| {
+                    let adaptive = r.layout.is_adaptive();
+                    r.timeline.iter().map(move |s| {
+                        s.in_flight
+                            .max(if adaptive { u64::from(s.limit) } else { 0 })
+                    })
+                })
                 .max()
                 .unwrap_or(0),
         );
@@ -102,6 +110,15 @@ impl DrillReport {
             LEFT + 460.0,
             LEFT + 478.0,
         );
+        if self.runs.iter().any(|r| r.layout.is_adaptive()) {
+            let _ = writeln!(
+                svg,
+                r#"<line x1="{}" y1="52" x2="{}" y2="52" stroke="{LIMIT}" stroke-width="1.5"/><text x="{}" y="56">adaptive limit (right scale)</text>"#,
+                LEFT + 560.0,
+                LEFT + 574.0,
+                LEFT + 578.0,
+            );
+        }
         let scales = Scales {
             x_max,
             y_max,
@@ -183,7 +200,7 @@ fn panel(svg: &mut String, top: f64, run: &RunReport, series: &[Vec<(f64, f64)>]
         LEFT + 160.0,
         top + 14.0,
         run.throughput(),
-        escape(run.layout.describe())
+        escape(&run.layout.describe())
     );
     // The breaker's refusing spans, from the samples' states.
     let mut span: Option<(f64, &str)> = None;
@@ -277,6 +294,22 @@ fn panel(svg: &mut String, top: f64, run: &RunReport, series: &[Vec<(f64, f64)>]
             line.trim_end()
         );
     }
+    if run.layout.is_adaptive() && !run.timeline.is_empty() {
+        let mut line = String::new();
+        for sample in &run.timeline {
+            let _ = write!(
+                line,
+                "{:.1},{:.1} ",
+                x_of(sample.elapsed.as_secs_f64()),
+                flight_y(u64::from(sample.limit))
+            );
+        }
+        let _ = writeln!(
+            svg,
+            r#"<polyline fill="none" stroke="{LIMIT}" stroke-width="1.5" points="{}"/>"#,
+            line.trim_end()
+        );
+    }
     for ((_, colour, _), points) in SERIES.iter().zip(series) {
         if points.is_empty() {
             continue;
@@ -336,6 +369,7 @@ mod tests {
                     CircuitState::Closed
                 },
                 in_flight: 3 * i,
+                limit: 80,
             })
             .collect();
         report

@@ -228,6 +228,8 @@ pub struct Sample {
     pub breaker: CircuitState,
     /// The calls at the downstream then (queued for a worker or being served).
     pub in_flight: u64,
+    /// The bulkhead's limit then (an adaptive limit moves).
+    pub limit: u32,
 }
 
 impl RunReport {
@@ -271,7 +273,7 @@ impl RunReport {
     }
 
     /// The layout's name.
-    pub fn name(&self) -> &'static str {
+    pub fn name(&self) -> String {
         self.layout.name()
     }
 
@@ -390,6 +392,7 @@ impl RunReport {
                 "timed_out": s.counts.timed_out,
                 "breaker": s.breaker.as_str(),
                 "in_flight": s.in_flight,
+                "limit": s.limit,
             })).collect::<Vec<_>>(),
             "latency": {
                 "succeeded": LatencySummary::json(self.succeeded_latency),
@@ -509,6 +512,15 @@ impl DrillReport {
     /// One or two sentences reading the result.
     pub fn reading(&self) -> Vec<String> {
         let mut lines = Vec::new();
+        if let Some(best) = self.best_fixed() {
+            lines.push(format!(
+                "best fixed limit for this load: {} ({:.0} orders/s succeeded)",
+                best.name(),
+                best.throughput()
+            ));
+            lines.extend(self.adaptive_verdicts().iter().map(AdaptiveVerdict::line));
+            return lines;
+        }
         let incident = self.run(Layout::Incident);
         for run in &self.runs {
             let c = &run.counts;
@@ -593,6 +605,65 @@ impl DrillReport {
         lines
     }
 
+    /// The best fixed-limit run, if the drill ran any: what an adaptive limit is measured
+    /// against. Of the runs within 1 % of the most successful orders per second (a larger
+    /// limit only queues more calls at the downstream once it is saturated), the one with the
+    /// lowest p99 of successes.
+    pub fn best_fixed(&self) -> Option<&RunReport> {
+        let fixed = || {
+            self.runs
+                .iter()
+                .filter(|r| matches!(r.layout, Layout::Fixed(_)))
+        };
+        let most = fixed().map(RunReport::throughput).fold(0.0, f64::max);
+        let p99 = |r: &RunReport| r.succeeded_latency.map_or(Duration::MAX, |l| l.p99);
+        fixed()
+            .filter(|r| r.throughput() >= 0.99 * most)
+            .min_by_key(|r| p99(r))
+    }
+
+    /// Each adaptive run against the best fixed limit: its share of the best fixed limit's
+    /// successful orders per second, its p99 of successes over that one's, whether the breaker
+    /// opened, and when its limit first came within 20 % of the best fixed limit.
+    pub fn adaptive_verdicts(&self) -> Vec<AdaptiveVerdict> {
+        let Some(best) = self.best_fixed() else {
+            return Vec::new();
+        };
+        let Layout::Fixed(best_limit) = best.layout else {
+            return Vec::new();
+        };
+        let p99 = |r: &RunReport| r.succeeded_latency.map(|l| l.p99);
+        self.runs
+            .iter()
+            .filter(|r| r.layout.is_adaptive())
+            .map(|r| {
+                let near = f64::from(best_limit) * 0.2;
+                AdaptiveVerdict {
+                    layout: r.layout,
+                    best_fixed: best.layout,
+                    throughput_share: if best.throughput() > 0.0 {
+                        r.throughput() / best.throughput()
+                    } else {
+                        0.0
+                    },
+                    p99_ratio: match (p99(r), p99(best)) {
+                        (Some(ours), Some(theirs)) if !theirs.is_zero() => {
+                            ours.as_secs_f64() / theirs.as_secs_f64()
+                        }
+                        _ => f64::NAN,
+                    },
+                    breaker_opened: r.breaker_first_open.is_some(),
+                    within_20_percent: r
+                        .timeline
+                        .iter()
+                        .find(|s| (f64::from(s.limit) - f64::from(best_limit)).abs() <= near)
+                        .map(|s| s.elapsed),
+                    final_limit: r.timeline.last().map_or(0, |s| s.limit),
+                }
+            })
+            .collect()
+    }
+
     /// The drill as JSON: `{"runs": [..], "config": {..}}`, each run as [`RunReport::json`].
     pub fn json(&self) -> Value {
         let c = &self.config;
@@ -608,6 +679,7 @@ impl DrillReport {
                 "service_time_start_ms": c.service_time_start.as_millis() as u64,
                 "service_time_peak_ms": c.service_time_peak.as_millis() as u64,
                 "degradation": c.degradation,
+                "recovery": c.recovery,
                 "failure_probability": c.failure_probability,
                 "bulkhead_max_concurrent_calls": c.bulkhead_max_concurrent_calls,
                 "bulkhead_max_wait_ms": c.bulkhead_max_wait.as_millis() as u64,
@@ -622,6 +694,65 @@ impl DrillReport {
                 "time_limiter_timeout_ms": c.time_limiter_timeout.as_millis() as u64,
             },
         })
+    }
+}
+
+/// An adaptive run measured against the best fixed limit of the same drill
+/// ([`DrillReport::adaptive_verdicts`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdaptiveVerdict {
+    /// The adaptive layout.
+    pub layout: Layout,
+    /// The fixed layout with the most successful orders per second.
+    pub best_fixed: Layout,
+    /// Successful orders per second, as a share of the best fixed limit's.
+    pub throughput_share: f64,
+    /// The p99 latency of successes over the best fixed limit's.
+    pub p99_ratio: f64,
+    /// Whether the breaker opened.
+    pub breaker_opened: bool,
+    /// When the limit first came within 20 % of the best fixed limit, if it did.
+    pub within_20_percent: Option<Duration>,
+    /// The limit at the end of the run.
+    pub final_limit: u32,
+}
+
+impl AdaptiveVerdict {
+    /// Whether it meets the target: at least 95 % of the best fixed limit's successful orders
+    /// per second, a p99 of successes at most 1.1 times its, the breaker never opened.
+    pub fn meets_target(&self) -> bool {
+        self.throughput_share >= 0.95 && self.p99_ratio <= 1.1 && !self.breaker_opened
+    }
+
+    /// The verdict in words.
+    pub fn line(&self) -> String {
+        format!(
+            "{}: {:.0} % of {}'s successful orders/s, p99 of successes {:.2}x its, breaker {}; \
+             limit within 20 % of {} {}, {} at the end{}",
+            self.layout,
+            100.0 * self.throughput_share,
+            self.best_fixed,
+            self.p99_ratio,
+            if self.breaker_opened {
+                "opened"
+            } else {
+                "never opened"
+            },
+            match self.best_fixed {
+                Layout::Fixed(limit) => limit,
+                _ => 0,
+            },
+            self.within_20_percent.map_or_else(
+                || "never".to_owned(),
+                |at| format!("after {:.1} s", at.as_secs_f64())
+            ),
+            self.final_limit,
+            if self.meets_target() {
+                " (meets the target)"
+            } else {
+                ""
+            },
+        )
     }
 }
 
