@@ -6,7 +6,7 @@
 
 use std::future::Future;
 
-use crate::bulkhead::{Bulkhead, BulkheadPermit, End};
+use crate::bulkhead::{Bulkhead, BulkheadPermit, Ended};
 use crate::circuit_breaker::{CircuitBreaker, CircuitPermit};
 use crate::error::Rejected;
 use crate::name::Name;
@@ -26,9 +26,10 @@ pub(crate) enum Entry {
 
 /// An admission aspect.
 pub(crate) trait Gate {
-    /// The permit of one admitted call. Its `Drop` is the only release; dropped without
-    /// [`complete`](Permit::complete) or [`rejected`](Permit::rejected), the call is abandoned
-    /// (a panic, a future dropped mid-call) and nothing is recorded.
+    /// The permit of one admitted call. The engine ends it with
+    /// [`complete`](Permit::complete), [`rejected`](Permit::rejected) or
+    /// [`abandoned`](Permit::abandoned) (a panic, a future dropped mid-call), each of which
+    /// releases it.
     type Permit<'a>: Permit
     where
         Self: 'a;
@@ -52,8 +53,9 @@ pub(crate) trait Gate {
     fn enter_async(&self) -> impl Future<Output = Result<Self::Permit<'_>, Rejected>> + Send;
 }
 
-/// What a gate's permit does when the call ends. Both consume the permit, whose drop then
-/// releases it; by default they record nothing (only the breaker's permit records).
+/// What a gate's permit does when the call ends. Each consumes the permit and releases it; by
+/// default they record nothing (the breaker's permit records the outcome, an adaptive
+/// bulkhead's takes a sample).
 pub(crate) trait Permit: Sized {
     /// The call ran to completion with `outcome`.
     #[inline]
@@ -121,25 +123,25 @@ impl Permit for BulkheadPermit<'_> {
     #[inline]
     fn complete(self, outcome: CallOutcome) {
         self.finish(match outcome {
-            CallOutcome::Success | CallOutcome::Failure => End::Completed,
-            CallOutcome::Ignored => End::Unsampled,
+            CallOutcome::Success | CallOutcome::Failure => Ended::Completed,
+            CallOutcome::Ignored => Ended::Unsampled,
         });
     }
 
     #[inline]
     fn rejected(self, rejection: &Rejected) {
         self.finish(match rejection {
-            Rejected::TimedOut { .. } => End::Dropped,
-            _ => End::Unsampled,
+            Rejected::TimedOut { .. } => Ended::Dropped,
+            _ => Ended::Unsampled,
         });
     }
 
     fn abandoned(self) {
         // A panic tells nothing of the dependency's load; a caller giving up does.
         self.finish(if std::thread::panicking() {
-            End::Unsampled
+            Ended::Unsampled
         } else {
-            End::Dropped
+            Ended::Dropped
         });
     }
 

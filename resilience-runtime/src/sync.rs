@@ -5,6 +5,7 @@
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicU8};
 #[cfg(loom)]
 pub(crate) use loom::sync::{Mutex, MutexGuard};
+pub(crate) use std::sync::TryLockError;
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8};

@@ -56,3 +56,31 @@ pub fn orders_registry(bulkhead_calls: u32, record_rejections: bool) -> Registry
         .expect("configured");
     registry
 }
+
+/// A tiny deterministic generator (xorshift64*), so that a randomized test replays with its
+/// seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// A number below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+    }
+}
+
+/// Keeps the panics a test injects (`panic!("injected panic")`) out of the output, and every
+/// other panic in it.
+pub fn quiet_injected_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if info.payload().downcast_ref::<&str>() != Some(&"injected panic") {
+                default(info);
+            }
+        }));
+    });
+}

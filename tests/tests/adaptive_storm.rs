@@ -11,22 +11,10 @@ use std::time::Duration;
 use resilience_runtime::{
     AdaptiveLimit, BulkheadConfig, Guard, Plan, Registry, Rejected, TimeLimiterConfig,
 };
-use resilience_tests::CallError;
+use resilience_tests::{quiet_injected_panics, CallError, Rng};
 
 /// The highest limit of any configuration the storm switches to.
 const HIGHEST: usize = 8;
-
-/// A tiny deterministic generator (xorshift64*), so a failure replays with its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
-    }
-}
 
 /// The calls inside the bulkhead, and the most ever seen at once. (Counted, not asserted in
 /// the call: the calls' own panics are caught.)
@@ -91,18 +79,6 @@ fn configs(seed: u64) -> Vec<BulkheadConfig> {
         out.push(config.build().unwrap());
     }
     out
-}
-
-fn quiet_injected_panics() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let default = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if info.payload().downcast_ref::<&str>() != Some(&"injected panic") {
-                default(info);
-            }
-        }));
-    });
 }
 
 fn sync_worker(plan: &Plan, inside: &Inside, seed: u64, calls: usize) {
@@ -213,7 +189,7 @@ async fn a_storm_of_calls_and_switches_admits_within_the_limits_and_returns_ever
             std::thread::spawn(move || sync_worker(&plan, &inside, 0x9e37 + t, 300))
         })
         .collect();
-    let tasks: Vec<_> = (0..6)
+    let tasks: Vec<_> = (0..12)
         .map(|t| {
             tokio::spawn(async_worker(
                 async_plan.clone(),

@@ -10,19 +10,7 @@ use resilience_runtime::{
     BulkheadConfig, CircuitBreakerConfig, CircuitState, Guard, Plan, Registry, Rejected,
     SlidingWindow,
 };
-use resilience_tests::CallError;
-
-/// A tiny deterministic generator (xorshift64*), so a failure replays with its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
-    }
-}
+use resilience_tests::{quiet_injected_panics, CallError, Rng};
 
 /// The outcomes of the calls as their callers saw them.
 #[derive(Default)]
@@ -65,19 +53,6 @@ fn registry(max_calls: u32, fair: bool) -> Registry {
 }
 
 const GUARDS: [Guard; 2] = [Guard::circuit_breaker("leak"), Guard::bulkhead("leak")];
-
-/// Keeps the thousands of injected panics out of the output, and every other panic in it.
-fn quiet_injected_panics() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let default = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if info.payload().downcast_ref::<&str>() != Some(&"injected panic") {
-                default(info);
-            }
-        }));
-    });
-}
 
 fn sync_worker(plan: &Plan, tally: &Tally, seed: u64, calls: usize) {
     let mut rng = Rng(seed);

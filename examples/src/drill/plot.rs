@@ -278,37 +278,33 @@ fn panel(svg: &mut String, top: f64, run: &RunReport, series: &[Vec<(f64, f64)>]
             flight_y(calls) + 4.0
         );
     }
-    if !run.timeline.is_empty() {
+    // On the right-hand scale too: the calls in flight (dashed) and an adaptive limit.
+    let right_hand = |svg: &mut String, of: fn(&Sample) -> u64, style: &str| {
+        if run.timeline.is_empty() {
+            return;
+        }
         let mut line = String::new();
         for sample in &run.timeline {
             let _ = write!(
                 line,
                 "{:.1},{:.1} ",
                 x_of(sample.elapsed.as_secs_f64()),
-                flight_y(sample.in_flight)
+                flight_y(of(sample))
             );
         }
         let _ = writeln!(
             svg,
-            r#"<polyline fill="none" stroke="{IN_FLIGHT}" stroke-width="1.5" stroke-dasharray="5 2" points="{}"/>"#,
+            r#"<polyline fill="none" {style} stroke-width="1.5" points="{}"/>"#,
             line.trim_end()
         );
-    }
-    if run.layout.is_adaptive() && !run.timeline.is_empty() {
-        let mut line = String::new();
-        for sample in &run.timeline {
-            let _ = write!(
-                line,
-                "{:.1},{:.1} ",
-                x_of(sample.elapsed.as_secs_f64()),
-                flight_y(u64::from(sample.limit))
-            );
-        }
-        let _ = writeln!(
-            svg,
-            r#"<polyline fill="none" stroke="{LIMIT}" stroke-width="1.5" points="{}"/>"#,
-            line.trim_end()
-        );
+    };
+    right_hand(
+        svg,
+        |s| s.in_flight,
+        &format!(r#"stroke="{IN_FLIGHT}" stroke-dasharray="5 2""#),
+    );
+    if run.layout.is_adaptive() {
+        right_hand(svg, |s| u64::from(s.limit), &format!(r#"stroke="{LIMIT}""#));
     }
     for ((_, colour, _), points) in SERIES.iter().zip(series) {
         if points.is_empty() {

@@ -703,7 +703,7 @@ impl DrillReport {
 pub struct AdaptiveVerdict {
     /// The adaptive layout.
     pub layout: Layout,
-    /// The fixed layout with the most successful orders per second.
+    /// The best fixed layout ([`DrillReport::best_fixed`]).
     pub best_fixed: Layout,
     /// Successful orders per second, as a share of the best fixed limit's.
     pub throughput_share: f64,

@@ -159,27 +159,43 @@ fn a_grown_limit_serves_the_waiters() {
                 .initial_limit(1)
                 .max_limit(4),
         )
-        .max_wait_duration(Duration::MAX)
+        .max_wait_duration(Duration::from_secs(10))
         .build()
         .unwrap();
     let bulkhead = Arc::new(Bulkhead::with_clock("adaptive", config, Clock::from(clock)));
     let first = bulkhead.try_acquire().unwrap();
+    // Each waiter holds its permit until both hold one (or a bounded while): the second can
+    // only have the permit the limit grew by, not one the first gave back.
+    let inside = std::sync::atomic::AtomicUsize::new(0);
+    let hold = || {
+        let permit = bulkhead.acquire_blocking()?;
+        inside.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        while inside.load(std::sync::atomic::Ordering::SeqCst) < 2
+            && std::time::Instant::now() < until
+        {
+            std::thread::yield_now();
+        }
+        let both = inside.load(std::sync::atomic::Ordering::SeqCst) == 2;
+        drop(permit);
+        Ok::<bool, Rejected>(both)
+    };
     std::thread::scope(|s| {
-        let waiting = [
-            s.spawn(|| bulkhead.acquire_blocking().map(drop)),
-            s.spawn(|| bulkhead.acquire_blocking().map(drop)),
-        ];
+        let waiting = [s.spawn(hold), s.spawn(hold)];
         while bulkhead.semaphore.waiters().1 != 2 {
             std::thread::yield_now();
         }
         // The release hands its permit to one waiter and grows the limit (1 in flight,
-        // 1 * 2 >= 1): the other waiter gets the new permit.
+        // 1 * 2 >= 1): the other waiter gets the new permit at once.
         drop(first);
         for waiter in waiting {
-            assert!(waiter.join().unwrap().is_ok());
+            assert_eq!(
+                waiter.join().unwrap(),
+                Ok(true),
+                "both held a permit at once"
+            );
         }
     });
-    assert!(bulkhead.max_allowed_concurrent_calls() >= 2);
 }
 
 #[test]
@@ -325,4 +341,45 @@ fn on_the_system_clock_one_call_per_coarse_tick_is_timed() {
     );
     drop(later);
     assert_eq!(bulkhead.max_allowed_concurrent_calls(), 90);
+}
+
+#[test]
+fn a_bound_set_alone_moves_the_defaults_out_of_its_way() {
+    let settings = |limit: AdaptiveLimit| {
+        let config = BulkheadConfig::builder().adaptive(limit).build();
+        config.map(|c| {
+            let s = c.adaptive().unwrap().settings();
+            (s.min_limit, s.initial_limit, s.max_limit)
+        })
+    };
+    assert_eq!(
+        settings(AdaptiveLimit::gradient2().max_limit(10)),
+        Ok((10, 10, 10))
+    );
+    assert_eq!(
+        settings(AdaptiveLimit::aimd().min_limit(300)),
+        Ok((300, 300, 300))
+    );
+    // Set against each other, they are refused, naming the one that cannot hold.
+    let err = settings(AdaptiveLimit::vegas().min_limit(30).max_limit(20)).unwrap_err();
+    assert_eq!(err.field(), "adaptive.min_limit");
+}
+
+#[test]
+fn reconfiguring_with_the_same_settings_written_out_keeps_the_limit_found() {
+    let (bulkhead, clock) = adaptive(aimd());
+    let mut held = fill(&bulkhead);
+    clock.advance(MS);
+    held.pop();
+    assert_eq!(bulkhead.max_allowed_concurrent_calls(), 5);
+    // AIMD's defaults written out: the same settings in force, nothing starts over.
+    let written_out = aimd().backoff_ratio(0.9).timeout(Duration::from_secs(5));
+    bulkhead.reconfigure(
+        BulkheadConfig::builder()
+            .adaptive(written_out)
+            .build()
+            .unwrap(),
+    );
+    assert_eq!(bulkhead.max_allowed_concurrent_calls(), 5);
+    held.into_iter().for_each(BulkheadPermit::record_ignored);
 }

@@ -136,7 +136,15 @@ impl BulkheadConfig {
                      remove one",
                 ));
             }
-            return adaptive.validate();
+            adaptive.validate()?;
+            let max = adaptive.settings().max_limit;
+            if max > MAX_CONCURRENT_CALLS_LIMIT {
+                return Err(ConfigError::new(
+                    "adaptive.max_limit",
+                    format!("must be at most {MAX_CONCURRENT_CALLS_LIMIT}, got {max}"),
+                ));
+            }
+            return Ok(());
         }
         let max = self.max_concurrent_calls();
         if max == 0 {

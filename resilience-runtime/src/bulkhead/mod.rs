@@ -12,6 +12,7 @@
 mod adaptive;
 mod config;
 mod events;
+mod permit;
 mod semaphore;
 mod wait_list;
 
@@ -39,6 +40,9 @@ use crate::subscribers::{Interest, Subscribers, SubscriptionId};
 use crate::sync::{lock, AtomicU64, Mutex, Ordering};
 
 use adaptive::Controller;
+pub use permit::BulkheadPermit;
+pub(crate) use permit::Ended;
+use permit::{tick, TICK_SHIFT, UNTIMED};
 use semaphore::{Semaphore, Waking};
 use wait_list::{Key, Wake};
 
@@ -249,19 +253,24 @@ impl Bulkhead {
             Ordering::Relaxed,
         );
         let fair = config.fair_call_handling();
-        let replace = (current.adaptive() != config.adaptive())
-            .then(|| config.adaptive().map(AdaptiveLimit::settings));
-        let keep_found_limit = replace.is_none() && config.adaptive().is_some();
-        let wakes = self
-            .controller
-            .install(replace.as_ref().map(Option::as_ref), || {
-                let max = if keep_found_limit {
-                    self.semaphore.max()
-                } else {
-                    config.max_concurrent_calls()
+        // Settings in force compared, not as written: a default set explicitly changes nothing.
+        let settings = config.adaptive().map(AdaptiveLimit::settings);
+        let wakes = if current.adaptive().map(AdaptiveLimit::settings) == settings {
+            // The same limit, fixed or as the algorithm has found it: only the fairness may
+            // change.
+            self.controller.exclusive(|| {
+                let max = match settings {
+                    Some(_) => self.semaphore.max(),
+                    None => config.max_concurrent_calls(),
                 };
                 self.semaphore.reconfigure(max, fair)
-            });
+            })
+        } else {
+            self.controller.install(settings.as_ref(), || {
+                self.semaphore
+                    .reconfigure(config.max_concurrent_calls(), fair)
+            })
+        };
         *current = config;
         drop(current);
         for wake in wakes {
@@ -307,7 +316,7 @@ impl Bulkhead {
         let config = lock(&self.config);
         let (counts, max) = self
             .controller
-            .install(None, || (self.semaphore.counts(), self.semaphore.max()));
+            .exclusive(|| (self.semaphore.counts(), self.semaphore.max()));
         drop(config);
         BulkheadMetrics {
             available_concurrent_calls: counts.available,
@@ -508,18 +517,15 @@ impl Bulkhead {
         } else {
             UNTIMED
         };
-        BulkheadPermit {
-            bulkhead: self,
-            start,
-        }
+        BulkheadPermit::new(self, start)
     }
 
     /// Releases the permit of a call timed since `start`, and gives the adaptive limit its
     /// sample (unless `end` says there is none); applies and tells a change of the limit.
     #[inline(never)]
-    fn release_sampled(&self, start: u32, end: End) {
+    fn release_sampled(&self, start: u32, end: Ended) {
         let held = self.semaphore.release_held();
-        if end == End::Unsampled {
+        if end == Ended::Unsampled {
             return;
         }
         let ticks = tick(self.clock.read(Reading::Precise)).wrapping_sub(start);
@@ -527,7 +533,7 @@ impl Bulkhead {
         let mut wakes = Vec::new();
         let change = self
             .controller
-            .sample(rtt, held, end == End::Dropped, |limit| {
+            .sample(rtt, held, end == Ended::Dropped, |limit| {
                 wakes = self.semaphore.reconfigure(limit, self.semaphore.is_fair());
             });
         for wake in wakes {
@@ -751,104 +757,5 @@ impl BulkheadMetrics {
     /// Permitted calls that have released their permit.
     pub fn finished_calls(&self) -> u64 {
         self.finished_calls
-    }
-}
-
-/// The permit of one call admitted by a [`Bulkhead`]; dropping it frees the permit.
-///
-/// Dropping is the only way to release a permit, so a permit is returned on every path out of
-/// the call: return, error, panic, or a future dropped mid-call. Under fair call handling a
-/// released permit goes straight to the longest waiter.
-#[must_use = "the permit is released as soon as it is dropped"]
-// 12 bytes rather than 16 (align 4, a `u32` start): the permit is in every guarded call's
-// future, and 16 took a call with a fallback past the 128 bytes moved without a call to
-// `memcpy` (tests/tests/future_size.rs). Fields are read by value only.
-#[repr(C, packed(4))]
-pub struct BulkheadPermit<'a> {
-    bulkhead: &'a Bulkhead,
-    /// When the call was admitted under an adaptive limit, in [`tick`]s of the precise
-    /// clock, else `UNTIMED`. (How the call ended is given by the method that consumes the
-    /// permit, not kept in it.)
-    start: u32,
-}
-
-/// The `start` of a permit not timed (a fixed limit).
-const UNTIMED: u32 = u32::MAX;
-
-/// A tick is 2^10 ns, about a microsecond.
-const TICK_SHIFT: u32 = 10;
-
-/// A precise clock reading in ticks, wrapping every 2^32 ticks (73 minutes): the duration of a
-/// call shorter than that is the wrapping difference of its two ticks, to within a tick.
-fn tick(nanos: u64) -> u32 {
-    // Keeps the low 32 bits: the wrap is the point.
-    (nanos >> TICK_SHIFT) as u32
-}
-
-/// How an admitted call ended, for an adaptive limit's sample.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum End {
-    /// It ran to its end: its duration is a sample.
-    Completed,
-    /// It timed out or was given up: a drop.
-    Dropped,
-    /// It tells nothing of the dependency (refused further in, a panic, an ignored error).
-    Unsampled,
-}
-
-impl BulkheadPermit<'_> {
-    /// The process-wide id of the bulkhead (re-entrancy tracking of the call chain).
-    #[inline]
-    pub(crate) fn instance_id(&self) -> u64 {
-        self.bulkhead.id()
-    }
-
-    /// Releases the permit, the call having ended as `end` (an adaptive limit's sample; a
-    /// fixed limit ignores it).
-    #[inline]
-    pub(crate) fn finish(self, end: End) {
-        let this = std::mem::ManuallyDrop::new(self);
-        this.release(end);
-    }
-
-    /// Releases the permit of a call that timed out, or that its caller gave up: an adaptive
-    /// limit counts a drop (dropping the permit counts a call that ran to its end).
-    pub fn record_drop(self) {
-        self.finish(End::Dropped);
-    }
-
-    /// Releases the permit of a call whose duration says nothing of the dependency (it ended
-    /// in an error unrelated to load, or never reached the dependency): an adaptive limit
-    /// takes no sample.
-    pub fn record_ignored(self) {
-        self.finish(End::Unsampled);
-    }
-
-    #[inline]
-    fn release(&self, end: End) {
-        let (bulkhead, start) = (self.bulkhead, self.start);
-        if start == UNTIMED {
-            bulkhead.semaphore.release();
-            if end == End::Dropped {
-                bulkhead.controller.untimed_drop();
-            }
-        } else {
-            bulkhead.release_sampled(start, end);
-        }
-    }
-}
-
-impl Drop for BulkheadPermit<'_> {
-    #[inline]
-    fn drop(&mut self) {
-        self.release(End::Completed);
-    }
-}
-
-impl fmt::Debug for BulkheadPermit<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BulkheadPermit")
-            .field("bulkhead", &{ self.bulkhead }.name)
-            .finish()
     }
 }

@@ -345,8 +345,9 @@ impl Semaphore {
     /// and count against the new limit, and permits a grow frees go to the queue as a release's
     /// would. Returns whom to wake once the caller may (after any lock it holds).
     ///
-    /// The caller serialises reconfigurations (the bulkhead's config lock), so that `max` and
-    /// the state word are only read together under that lock.
+    /// The caller serialises reconfigurations (the adaptive controller's lock, which both a
+    /// reconfiguration of the bulkhead and a change of an adaptive limit take), so that `max`
+    /// and the state word are only read together under that lock.
     pub(super) fn reconfigure(&self, max: u32, fair: bool) -> Vec<Wake> {
         assert!(
             (1..=MAX_CONCURRENT_CALLS_LIMIT).contains(&max),

@@ -596,14 +596,17 @@ impl CircuitBreakerConfigBuilder {
     /// Keeps a histogram of how long the recorded calls took, by outcome (`successful`,
     /// `failed`, `ignored`), which [`Registry::record_metrics`](crate::Registry::record_metrics)
     /// exports as the `_sum` and `_bucket` of Resilience4j's `…_calls_seconds` timer, so the
-    /// latency panels of its dashboard fill. Off by default: every call is then timed with the
-    /// precise clock, two readings that with the histogram's update cost about 50 ns a call
-    /// (BENCHMARKS.md has the CPU and the side-by-side run); the counts are kept anyway.
+    /// latency panels of its dashboard fill. It is off by default because, on, every call is
+    /// timed with the precise clock: two readings that with the histogram's update cost about
+    /// 50 ns a call (BENCHMARKS.md has the CPU and the side-by-side run). The counts are kept
+    /// either way.
     ///
     /// The buckets are fixed: 1, 2.5, 5, 10, 25, 50, 100, 250 and 500 ms, 1, 2.5, 5 and
     /// 10 s. A call is timed from its permit to its record, and only calls the breaker records
-    /// (and counts in `…_calls_seconds_count`) are timed; turned on by reconfiguration, the
-    /// histogram starts with the calls that follow.
+    /// (and counts in `…_calls_seconds_count`) are timed. Turned on by reconfiguration, the
+    /// histogram starts with the calls that follow, while `_count` counts from the breaker's
+    /// creation: `increase(_sum) / increase(_count)` over a range after the change is exact,
+    /// and the `le="+Inf"` bucket counts the timed calls only.
     ///
     /// ```
     /// use resilience_runtime::CircuitBreakerConfig;

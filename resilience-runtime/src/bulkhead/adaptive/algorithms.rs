@@ -4,9 +4,12 @@
 //! synchronisation: `controller.rs` gives one sample at a time to it.
 //!
 //! A sample is a call's duration in nanoseconds (`rtt`), the calls in flight when it ended
-//! (itself included), and whether it was dropped (timed out or given up).
+//! (itself included), and whether it was dropped (timed out or given up). Netflix's limiter
+//! passes the calls in flight when the call was admitted; the count at its end is the one the
+//! release has at hand (one atomic word), and the algorithms use it only to ask whether the
+//! calls use the limit, which admissions and releases of other calls move either way.
 
-use super::{AdaptiveSettings, LimitAlgorithm};
+use super::limit::{AdaptiveSettings, LimitAlgorithm};
 
 /// An algorithm's state.
 #[derive(Clone, Debug)]
@@ -36,18 +39,18 @@ impl Algorithm {
             LimitAlgorithm::Gradient2 => Algorithm::Gradient2(Gradient2 {
                 limit,
                 bounds,
-                smoothing: settings.smoothing.unwrap_or(0.2),
-                tolerance: settings.rtt_tolerance.unwrap_or(1.5),
-                queue_size: f64::from(settings.queue_size.unwrap_or(4)),
-                long_rtt: ExpAvg::new(settings.long_window.unwrap_or(600), 10),
+                smoothing: own(settings.smoothing),
+                tolerance: own(settings.rtt_tolerance),
+                queue_size: f64::from(own(settings.queue_size)),
+                long_rtt: ExpAvg::new(own(settings.long_window), 10),
                 last_rtt: 0.0,
             }),
             LimitAlgorithm::Vegas => {
                 let mut vegas = Vegas {
                     limit,
                     bounds,
-                    smoothing: settings.smoothing.unwrap_or(1.0),
-                    probe_multiplier: f64::from(settings.probe_multiplier.unwrap_or(30)),
+                    smoothing: own(settings.smoothing),
+                    probe_multiplier: f64::from(own(settings.probe_multiplier)),
                     probe_count: 0,
                     probe_jitter: 0.0,
                     rtt_noload: 0,
@@ -61,10 +64,9 @@ impl Algorithm {
             LimitAlgorithm::Aimd => Algorithm::Aimd(Aimd {
                 limit,
                 bounds,
-                backoff_ratio: settings.backoff_ratio.unwrap_or(0.9),
-                timeout: settings.timeout.map_or(5_000_000_000, |t| {
-                    t.as_nanos().min(u128::from(u64::MAX)) as u64
-                }),
+                backoff_ratio: own(settings.backoff_ratio),
+                // At most 2⁶⁴ - 1 ns: the cast cannot truncate.
+                timeout: own(settings.timeout).as_nanos().min(u128::from(u64::MAX)) as u64,
                 last_rtt: 0,
             }),
         }
@@ -107,6 +109,12 @@ impl Algorithm {
             },
         }
     }
+}
+
+/// A setting of the algorithm being built: [`AdaptiveLimit::settings`](super::AdaptiveLimit::settings)
+/// fills in every setting of its own algorithm (the defaults live there alone).
+fn own<T>(setting: Option<T>) -> T {
+    setting.expect("the settings of an algorithm are filled in for it")
 }
 
 /// The whole calls of an estimated limit, as Netflix's `(int) estimatedLimit`; the bounds

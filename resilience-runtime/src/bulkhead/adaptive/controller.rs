@@ -9,16 +9,16 @@
 //! round trip). Admissions never touch the algorithm.
 //!
 //! Not every call is timed: on a clock with a coarse reading (Linux's system clock), the first
-//! call admitted in each tick of the coarse clock (1 to 4 ms) is, and the others cost the
-//! admission one coarse reading (a few nanoseconds) instead of two precise ones and a turn at
-//! the algorithm at their release. The algorithm sees up to 250–1000 samples a second, every
-//! call's below that rate, and every drop whether timed or not. Choosing by the tick is
-//! independent of how long a call takes: the samples are not biased. On a clock without a
-//! coarse reading (a manual clock) every call is timed.
+//! call admitted in each tick of the coarse clock is, and the others cost the admission one
+//! coarse reading instead of two precise ones and a turn at the algorithm at their release.
+//! The algorithm sees at most a sample per tick, every call's below that rate, and every drop
+//! a time-out or a caller giving up makes, timed or not (AIMD's `timeout`, a duration, applies
+//! to timed calls). Choosing by the tick is independent of how long a call takes: the samples
+//! are not biased. On a clock without a coarse reading (a manual clock) every call is timed.
 
 use super::algorithms::Algorithm;
-use super::AdaptiveSettings;
-use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering};
+use super::limit::AdaptiveSettings;
+use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering, TryLockError};
 
 pub(crate) use super::algorithms::Estimates;
 
@@ -59,26 +59,30 @@ impl Controller {
             seed,
             last_timed: AtomicU64::new(if per_tick { 0 } else { EVERY_CALL }),
         };
-        controller.install(Some(settings), || ());
+        controller.install(settings, || ());
         controller
     }
 
-    /// With `Some(settings)`, installs them (a fresh algorithm at its initial limit; `None`: a
-    /// fixed limit); then runs `apply` (which sets the bulkhead's limit), with no sample
-    /// taken meanwhile, so that no sample of the old settings overrides the limit it sets.
+    /// Installs `settings` (a fresh algorithm at its initial limit; `None`: a fixed limit),
+    /// then runs `apply` (which sets the bulkhead's limit) before any sample of the new
+    /// algorithm, so that no sample of the old one overrides the limit it sets.
     pub(crate) fn install<R>(
         &self,
-        settings: Option<Option<&AdaptiveSettings>>,
+        settings: Option<&AdaptiveSettings>,
         apply: impl FnOnce() -> R,
     ) -> R {
         let mut algorithm = crate::sync::lock(&self.algorithm);
-        if let Some(settings) = settings {
-            *algorithm = settings.map(|s| Algorithm::new(s, self.seed));
-            self.pending_drops.store(0, Ordering::Relaxed);
-            self.publish(algorithm.as_ref());
-            self.on.store(algorithm.is_some(), Ordering::Relaxed);
-        }
+        *algorithm = settings.map(|s| Algorithm::new(s, self.seed));
+        self.pending_drops.store(0, Ordering::Relaxed);
+        self.publish(algorithm.as_ref());
+        self.on.store(algorithm.is_some(), Ordering::Relaxed);
         apply()
+    }
+
+    /// Runs `f` with no sample taken meanwhile: no limit changes under it.
+    pub(crate) fn exclusive<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _algorithm = crate::sync::lock(&self.algorithm);
+        f()
     }
 
     /// Whether admissions are timed.
@@ -121,8 +125,10 @@ impl Controller {
     ) -> Change {
         let mut guard = match self.algorithm.try_lock() {
             Ok(guard) => guard,
-            Err(_) => {
-                // Taken by another sample (or poisoned, which its code cannot do): skipped.
+            // Nothing in the algorithm panics; were it poisoned, its state is still whole.
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                // Taken by another sample: this one is skipped, a drop kept for the next.
                 if dropped {
                     self.pending_drops.fetch_add(1, Ordering::Relaxed);
                 }
