@@ -173,6 +173,7 @@ fn the_adaptive_comparison_measures_each_adaptive_limit_against_the_best_fixed_o
         ],
         degradation: 0.4,
         recovery: Some(0.75),
+        duration: Duration::from_millis(1200),
         ..small()
     };
     let report = drill::run(&config, &()).expect("the drill runs");
