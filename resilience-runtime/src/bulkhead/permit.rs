@@ -7,9 +7,13 @@ use super::Bulkhead;
 
 /// The permit of one call admitted by a [`Bulkhead`]; dropping it frees the permit.
 ///
-/// Dropping is the only way to release a permit, so a permit is returned on every path out of
-/// the call: return, error, panic, or a future dropped mid-call. Under fair call handling a
-/// released permit goes straight to the longest waiter.
+/// The permit is released when it is dropped, so it is returned on every path out of the
+/// call: return, error, panic, or a future dropped mid-call. Under fair call handling a
+/// released permit goes straight to the longest waiter. Under an
+/// [`adaptive`](super::BulkheadConfigBuilder::adaptive) limit, dropping it counts a call that
+/// ran to its end; [`record_drop`](Self::record_drop) and
+/// [`record_ignored`](Self::record_ignored) release it saying otherwise (a guarded call says
+/// so by itself).
 #[must_use = "the permit is released as soon as it is dropped"]
 // 12 bytes rather than 16 (align 4, a `u32` start): the permit is in every guarded call's
 // future, and 16 took a call with a fallback past the 128 bytes moved without a call to

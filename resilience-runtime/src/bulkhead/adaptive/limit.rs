@@ -43,7 +43,7 @@ impl fmt::Display for LimitAlgorithm {
     }
 }
 
-/// An adaptive limit for a bulkhead ([`BulkheadConfigBuilder::adaptive`](super::BulkheadConfigBuilder::adaptive)):
+/// An adaptive limit for a bulkhead ([`BulkheadConfigBuilder::adaptive`](crate::BulkheadConfigBuilder::adaptive)):
 /// instead of a fixed `max_concurrent_calls`, the bulkhead finds the number of calls the
 /// dependency serves without queueing, from the durations of the calls it admits.
 ///
