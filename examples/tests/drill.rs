@@ -170,6 +170,7 @@ fn the_adaptive_comparison_measures_each_adaptive_limit_against_the_best_fixed_o
             Layout::Fixed(20),
             Layout::Adaptive(resilience_runtime::LimitAlgorithm::Gradient2, 5),
             Layout::Adaptive(resilience_runtime::LimitAlgorithm::Aimd, 60),
+            Layout::TowerAcc(5),
         ],
         degradation: 0.4,
         recovery: Some(0.75),
@@ -197,7 +198,7 @@ fn the_adaptive_comparison_measures_each_adaptive_limit_against_the_best_fixed_o
     let fixed = report.run(Layout::Fixed(20)).unwrap();
     assert!(fixed.timeline.iter().all(|s| s.limit == 20));
     for run in report.runs.iter().filter(|r| r.layout.is_adaptive()) {
-        let Layout::Adaptive(_, initial) = run.layout else {
+        let (Layout::Adaptive(_, initial) | Layout::TowerAcc(initial)) = run.layout else {
             unreachable!()
         };
         assert!(
@@ -209,7 +210,7 @@ fn the_adaptive_comparison_measures_each_adaptive_limit_against_the_best_fixed_o
     let best = report.best_fixed().expect("fixed layouts ran");
     assert!(matches!(best.layout, Layout::Fixed(_)));
     let verdicts = report.adaptive_verdicts();
-    assert_eq!(verdicts.len(), 2);
+    assert_eq!(verdicts.len(), 3);
     for verdict in &verdicts {
         assert_eq!(verdict.best_fixed, best.layout);
         assert!(verdict.throughput_share > 0.0);

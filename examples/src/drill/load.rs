@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use resilience_runtime::{CircuitBreakerEvent, CircuitState, Registry, Rejected, RetryEvent};
 
 use super::downstream::{Downstream, Work};
+use super::peer::PeerService;
 use super::report::{Attempts, BreakerSummary, Counts, Latencies, Outcome, RunReport, Sample};
 use super::rng::SplitMix64;
 use super::service::{Order, OrderError, OrderService, ORDERS};
@@ -182,6 +183,7 @@ async fn caller(
     service: Arc<OrderService>,
     live: Arc<LiveCounts>,
     all_five: bool,
+    peer: Option<PeerService>,
 ) -> CallerStats {
     let mut rng = SplitMix64::for_stream(schedule.seed, u64::from(index));
     let offset = schedule
@@ -208,13 +210,17 @@ async fn caller(
             work,
         };
         let sent = Instant::now();
-        let result = if all_five {
-            service.create_order_guarded_by_all(order).await
+        let outcome = if let Some(peer) = &peer {
+            // The peer's refusal is its limiter's: counted with the bulkhead's.
+            peer.call(order)
+                .await
+                .map_or(Outcome::RejectedByBulkhead, |result| outcome_of(&result))
+        } else if all_five {
+            outcome_of(&service.create_order_guarded_by_all(order).await)
         } else {
-            service.create_order(order).await
+            outcome_of(&service.create_order(order).await)
         };
         let latency = sent.elapsed();
-        let outcome = outcome_of(&result);
         stats.record(outcome, latency);
         live.record(outcome);
     }
@@ -274,6 +280,7 @@ pub(crate) async fn run_layout(
         failure_probability: config.failure_probability,
     });
     let service = Arc::new(OrderService::new(Downstream::starting_at(config, started)));
+    let peer = PeerService::of(layout, &service, config.bulkhead_max_wait);
     let live = Arc::new(LiveCounts::default());
 
     let handles: Vec<_> = (0..config.callers)
@@ -284,6 +291,7 @@ pub(crate) async fn run_layout(
                 Arc::clone(&service),
                 Arc::clone(&live),
                 layout.all_five(),
+                peer.clone(),
             ))
         })
         .collect();
@@ -306,7 +314,9 @@ pub(crate) async fn run_layout(
                     counts: live.snapshot(),
                     breaker: breaker.state(),
                     in_flight: service.downstream().in_flight(),
-                    limit: bulkhead.max_allowed_concurrent_calls(),
+                    limit: peer
+                        .as_ref()
+                        .map_or_else(|| bulkhead.max_allowed_concurrent_calls(), PeerService::limit),
                 };
                 timeline.push(sample);
                 observer.progress(layout, &Progress {

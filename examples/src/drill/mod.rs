@@ -34,6 +34,7 @@
 mod config;
 mod downstream;
 mod load;
+mod peer;
 mod plot;
 mod report;
 mod rng;
@@ -79,6 +80,10 @@ pub enum Layout {
     /// Bulkhead first, as the default, with an adaptive limit found by this algorithm and
     /// started at this limit (`gradient2-from-10`), between 1 and 500 calls.
     Adaptive(LimitAlgorithm, u32),
+    /// The peer: no guard of this library, the handler behind `tower-acc`'s Gradient2
+    /// concurrency limit started at this limit, between 1 and 500 calls, with the same wait
+    /// for admission as the bulkhead's (`tower-acc-gradient2-from-10`).
+    TowerAcc(u32),
 }
 
 impl Layout {
@@ -93,8 +98,9 @@ impl Layout {
 
     /// The adaptive comparison (`overload-drill --adaptive`): a sweep of fixed limits, the
     /// incident's 50 and its hand-tuned 80 among them, beside each algorithm started far too
-    /// low (10) and far too high (400).
-    pub const ADAPTIVE: [Layout; 13] = [
+    /// low (10) and far too high (400), and the peer (`tower-acc`'s Gradient2) from the same
+    /// starts.
+    pub const ADAPTIVE: [Layout; 15] = [
         Layout::Fixed(20),
         Layout::Fixed(40),
         Layout::Fixed(50),
@@ -108,6 +114,8 @@ impl Layout {
         Layout::Adaptive(LimitAlgorithm::Vegas, 400),
         Layout::Adaptive(LimitAlgorithm::Aimd, 10),
         Layout::Adaptive(LimitAlgorithm::Aimd, 400),
+        Layout::TowerAcc(10),
+        Layout::TowerAcc(400),
     ];
 
     /// The highest an adaptive layout's limit goes.
@@ -125,6 +133,7 @@ impl Layout {
             Layout::SpringDefault => "spring-default".into(),
             Layout::Fixed(calls) => format!("fixed-{calls}"),
             Layout::Adaptive(algorithm, initial) => format!("{algorithm}-from-{initial}"),
+            Layout::TowerAcc(initial) => format!("tower-acc-gradient2-from-{initial}"),
         }
     }
 
@@ -137,6 +146,11 @@ impl Layout {
         let number = |text: &str| text.parse::<u32>().ok().filter(|n| *n > 0);
         if let Some(calls) = name.strip_prefix("fixed-") {
             return number(calls).map(Layout::Fixed);
+        }
+        if let Some(initial) = name.strip_prefix("tower-acc-gradient2-from-") {
+            return number(initial)
+                .filter(|n| *n <= Self::ADAPTIVE_MAX_LIMIT)
+                .map(Layout::TowerAcc);
         }
         let (algorithm, initial) = name.split_once("-from-")?;
         let algorithm = [
@@ -151,9 +165,9 @@ impl Layout {
             .map(|n| Layout::Adaptive(algorithm, n))
     }
 
-    /// Whether the bulkhead's limit is adaptive.
+    /// Whether the limit is adaptive (this library's, or the peer's).
     pub const fn is_adaptive(self) -> bool {
-        matches!(self, Layout::Adaptive(..))
+        matches!(self, Layout::Adaptive(..) | Layout::TowerAcc(_))
     }
 
     /// The precedence table of the layout, outermost first: the defaults, but for the
@@ -173,7 +187,8 @@ impl Layout {
             | Layout::BulkheadFirstUnfair
             | Layout::FullStack
             | Layout::Fixed(_)
-            | Layout::Adaptive(..) => Aspect::ALL.map(default),
+            | Layout::Adaptive(..)
+            | Layout::TowerAcc(_) => Aspect::ALL.map(default),
             Layout::SpringDefault => [
                 (Aspect::Retry, 1010),
                 (Aspect::CircuitBreaker, 1020),
@@ -211,7 +226,8 @@ impl Layout {
     /// Whether the bulkhead is entered once per offered call (it sits outside the retry, or
     /// there is no retry), so that its own count of rejections matches the callers'.
     pub const fn bulkhead_once_per_call(self) -> bool {
-        !matches!(self, Layout::SpringDefault)
+        // The peer uses no bulkhead: its limiter's refusals are counted by the callers alone.
+        !matches!(self, Layout::SpringDefault | Layout::TowerAcc(_))
     }
 
     /// The bulkhead's `fair_call_handling`.
@@ -228,6 +244,10 @@ impl Layout {
                     "bulkhead first, an adaptive limit ({algorithm}) started at {initial} calls"
                 )
             }
+            Layout::TowerAcc(initial) => format!(
+                "no guard of this library: tower-acc's Gradient2 concurrency limit started at \
+                 {initial} calls, the same wait for admission"
+            ),
             other => other.describe_five().into(),
         }
     }
@@ -245,7 +265,7 @@ impl Layout {
             Layout::SpringDefault => {
                 "Retry(CircuitBreaker(RateLimiter(TimeLimiter(Bulkhead)))), rejections recorded and retried (Spring's defaults)"
             }
-            Layout::Fixed(_) | Layout::Adaptive(..) => "",
+            Layout::Fixed(_) | Layout::Adaptive(..) | Layout::TowerAcc(_) => "",
         }
     }
 }

@@ -115,6 +115,16 @@ impl OrderService {
         self.place(order).await
     }
 
+    /// Creates an order with no guard of this library around the call: for a peer's
+    /// limiter to wrap (the adaptive comparison).
+    ///
+    /// # Errors
+    ///
+    /// [`OrderError::Downstream`] when the downstream fails it.
+    pub async fn create_order_unguarded(&self, order: Order) -> Result<OrderId, OrderError> {
+        self.place(order).await
+    }
+
     async fn place(&self, order: Order) -> Result<OrderId, OrderError> {
         self.attempts.fetch_add(1, Ordering::Relaxed);
         self.downstream
