@@ -84,6 +84,9 @@ pub enum Layout {
     /// concurrency limit started at this limit, between 1 and 500 calls, with the same wait
     /// for admission as the bulkhead's (`tower-acc-gradient2-from-10`).
     TowerAcc(u32),
+    /// The second peer: the handler behind `tower-resilience-adaptive`'s Vegas limiter, as
+    /// [`TowerAcc`](Layout::TowerAcc) (`tower-resilience-vegas-from-10`).
+    TowerResilience(u32),
 }
 
 impl Layout {
@@ -98,9 +101,9 @@ impl Layout {
 
     /// The adaptive comparison (`overload-drill --adaptive`): a sweep of fixed limits, the
     /// incident's 50 and its hand-tuned 80 among them, beside each algorithm started far too
-    /// low (10) and far too high (400), and the peer (`tower-acc`'s Gradient2) from the same
-    /// starts.
-    pub const ADAPTIVE: [Layout; 15] = [
+    /// low (10) and far too high (400), and the peers (`tower-acc`'s Gradient2,
+    /// `tower-resilience-adaptive`'s Vegas) from the same starts.
+    pub const ADAPTIVE: [Layout; 17] = [
         Layout::Fixed(20),
         Layout::Fixed(40),
         Layout::Fixed(50),
@@ -116,6 +119,8 @@ impl Layout {
         Layout::Adaptive(LimitAlgorithm::Aimd, 400),
         Layout::TowerAcc(10),
         Layout::TowerAcc(400),
+        Layout::TowerResilience(10),
+        Layout::TowerResilience(400),
     ];
 
     /// The highest an adaptive layout's limit goes.
@@ -134,6 +139,7 @@ impl Layout {
             Layout::Fixed(calls) => format!("fixed-{calls}"),
             Layout::Adaptive(algorithm, initial) => format!("{algorithm}-from-{initial}"),
             Layout::TowerAcc(initial) => format!("tower-acc-gradient2-from-{initial}"),
+            Layout::TowerResilience(initial) => format!("tower-resilience-vegas-from-{initial}"),
         }
     }
 
@@ -147,10 +153,18 @@ impl Layout {
         if let Some(calls) = name.strip_prefix("fixed-") {
             return number(calls).map(Layout::Fixed);
         }
-        if let Some(initial) = name.strip_prefix("tower-acc-gradient2-from-") {
-            return number(initial)
-                .filter(|n| *n <= Self::ADAPTIVE_MAX_LIMIT)
-                .map(Layout::TowerAcc);
+        for (prefix, peer) in [
+            (
+                "tower-acc-gradient2-from-",
+                Layout::TowerAcc as fn(u32) -> Layout,
+            ),
+            ("tower-resilience-vegas-from-", Layout::TowerResilience),
+        ] {
+            if let Some(initial) = name.strip_prefix(prefix) {
+                return number(initial)
+                    .filter(|n| *n <= Self::ADAPTIVE_MAX_LIMIT)
+                    .map(peer);
+            }
         }
         let (algorithm, initial) = name.split_once("-from-")?;
         let algorithm = [
@@ -167,7 +181,10 @@ impl Layout {
 
     /// Whether the limit is adaptive (this library's, or the peer's).
     pub const fn is_adaptive(self) -> bool {
-        matches!(self, Layout::Adaptive(..) | Layout::TowerAcc(_))
+        matches!(
+            self,
+            Layout::Adaptive(..) | Layout::TowerAcc(_) | Layout::TowerResilience(_)
+        )
     }
 
     /// The precedence table of the layout, outermost first: the defaults, but for the
@@ -188,7 +205,8 @@ impl Layout {
             | Layout::FullStack
             | Layout::Fixed(_)
             | Layout::Adaptive(..)
-            | Layout::TowerAcc(_) => Aspect::ALL.map(default),
+            | Layout::TowerAcc(_)
+            | Layout::TowerResilience(_) => Aspect::ALL.map(default),
             Layout::SpringDefault => [
                 (Aspect::Retry, 1010),
                 (Aspect::CircuitBreaker, 1020),
@@ -227,7 +245,10 @@ impl Layout {
     /// there is no retry), so that its own count of rejections matches the callers'.
     pub const fn bulkhead_once_per_call(self) -> bool {
         // The peer uses no bulkhead: its limiter's refusals are counted by the callers alone.
-        !matches!(self, Layout::SpringDefault | Layout::TowerAcc(_))
+        !matches!(
+            self,
+            Layout::SpringDefault | Layout::TowerAcc(_) | Layout::TowerResilience(_)
+        )
     }
 
     /// The bulkhead's `fair_call_handling`.
@@ -248,6 +269,10 @@ impl Layout {
                 "no guard of this library: tower-acc's Gradient2 concurrency limit started at \
                  {initial} calls, the same wait for admission"
             ),
+            Layout::TowerResilience(initial) => format!(
+                "no guard of this library: tower-resilience-adaptive's Vegas limiter started at \
+                 {initial} calls, the same wait for admission"
+            ),
             other => other.describe_five().into(),
         }
     }
@@ -265,7 +290,10 @@ impl Layout {
             Layout::SpringDefault => {
                 "Retry(CircuitBreaker(RateLimiter(TimeLimiter(Bulkhead)))), rejections recorded and retried (Spring's defaults)"
             }
-            Layout::Fixed(_) | Layout::Adaptive(..) | Layout::TowerAcc(_) => "",
+            Layout::Fixed(_)
+            | Layout::Adaptive(..)
+            | Layout::TowerAcc(_)
+            | Layout::TowerResilience(_) => "",
         }
     }
 }

@@ -1,6 +1,6 @@
-//! The adaptive comparison's peer: the same order service and downstream behind `tower-acc`'s
-//! Gradient2 concurrency limit, another crate's port of Netflix's algorithm, instead of this
-//! library's bulkhead and breaker.
+//! The adaptive comparison's peers: the same order service and downstream behind another
+//! crate's adaptive concurrency limit instead of this library's bulkhead and breaker:
+//! `tower-acc`'s Gradient2 (a port of Netflix's) and `tower-resilience-adaptive`'s Vegas.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tower::util::BoxCloneSyncService;
 use tower::{Service, ServiceExt};
+use tower_resilience_adaptive::ConcurrencyAlgorithm as _;
 
 use super::service::{Order, OrderError, OrderId, OrderService};
 use super::Layout;
@@ -33,10 +34,54 @@ impl<A: tower_acc::Algorithm> tower_acc::Algorithm for Watched<A> {
     }
 }
 
+/// `tower-resilience-adaptive`'s algorithm with its limit published after each record, for the
+/// same reason.
+struct WatchedVegas {
+    algorithm: tower_resilience_adaptive::Vegas,
+    limit: Arc<AtomicU32>,
+}
+
+impl WatchedVegas {
+    fn publish(&self) {
+        let limit = u32::try_from(self.algorithm.limit()).unwrap_or(u32::MAX);
+        self.limit.store(limit, Ordering::Relaxed);
+    }
+}
+
+impl tower_resilience_adaptive::ConcurrencyAlgorithm for WatchedVegas {
+    fn record_success(&self, latency: Duration) {
+        self.algorithm.record_success(latency);
+        self.publish();
+    }
+
+    fn record_failure(&self) {
+        self.algorithm.record_failure();
+        self.publish();
+    }
+
+    fn record_dropped(&self) {
+        self.algorithm.record_dropped();
+        self.publish();
+    }
+
+    fn limit(&self) -> usize {
+        self.algorithm.limit()
+    }
+
+    fn min_limit(&self) -> usize {
+        self.algorithm.min_limit()
+    }
+
+    fn max_limit(&self) -> usize {
+        self.algorithm.max_limit()
+    }
+}
+
 /// The order service behind a peer's limiter, with the limit it enforces now.
 #[derive(Clone)]
 pub(crate) struct PeerService {
-    service: BoxCloneSyncService<Order, OrderId, OrderError>,
+    /// The error `None` is the limiter's refusal.
+    service: BoxCloneSyncService<Order, OrderId, Option<OrderError>>,
     limit: Arc<AtomicU32>,
     /// How long a call waits for the limiter to admit it: the bulkhead's `max_wait_duration`.
     wait: Duration,
@@ -46,29 +91,55 @@ impl PeerService {
     /// The peer of `layout` around `orders`, its callers waiting up to `wait` for admission;
     /// `None` for the layouts of this library.
     pub(crate) fn of(layout: Layout, orders: &Arc<OrderService>, wait: Duration) -> Option<Self> {
-        let Layout::TowerAcc(initial) = layout else {
+        let (Layout::TowerAcc(initial) | Layout::TowerResilience(initial)) = layout else {
             return None;
         };
+        let limit = Arc::new(AtomicU32::new(initial));
         let initial = usize::try_from(initial).unwrap_or(usize::MAX);
-        let algorithm = tower_acc::Gradient2::builder()
-            .initial_limit(initial)
-            .min_limit(1)
-            .max_limit(Layout::ADAPTIVE_MAX_LIMIT as usize)
-            .build();
-        let limit = Arc::new(AtomicU32::new(u32::try_from(initial).unwrap_or(u32::MAX)));
+        let max = Layout::ADAPTIVE_MAX_LIMIT as usize;
         let orders = Arc::clone(orders);
         let inner = tower::service_fn(move |order: Order| {
             let orders = Arc::clone(&orders);
             async move { orders.create_order_unguarded(order).await }
         });
-        let limited = tower::ServiceBuilder::new()
-            .layer(tower_acc::ConcurrencyLimitLayer::new(Watched {
-                algorithm,
-                limit: Arc::clone(&limit),
-            }))
-            .service(inner);
+        let service = if let Layout::TowerAcc(_) = layout {
+            let algorithm = tower_acc::Gradient2::builder()
+                .initial_limit(initial)
+                .min_limit(1)
+                .max_limit(max)
+                .build();
+            BoxCloneSyncService::new(
+                tower::ServiceBuilder::new()
+                    .layer(tower_acc::ConcurrencyLimitLayer::new(Watched {
+                        algorithm,
+                        limit: Arc::clone(&limit),
+                    }))
+                    .service(inner)
+                    .map_err(Some),
+            )
+        } else {
+            let algorithm = tower_resilience_adaptive::Vegas::builder()
+                .initial_limit(initial)
+                .min_limit(1)
+                .max_limit(max)
+                .build();
+            let limited = tower::ServiceBuilder::new()
+                .layer(tower_resilience_adaptive::AdaptiveLimiterLayer::new(
+                    WatchedVegas {
+                        algorithm,
+                        limit: Arc::clone(&limit),
+                    },
+                ))
+                .service(inner)
+                .map_err(|error| match error {
+                    tower_resilience_adaptive::AdaptiveError::Service(error) => Some(error),
+                    // A refusal (the version measured waits in `poll_ready` instead).
+                    tower_resilience_adaptive::AdaptiveError::LimitReached => None,
+                });
+            BoxCloneSyncService::new(limited)
+        };
         Some(PeerService {
-            service: BoxCloneSyncService::new(limited),
+            service,
             limit,
             wait,
         })
@@ -78,10 +149,15 @@ impl PeerService {
     /// wait (its refusal), else the order service's outcome.
     pub(crate) async fn call(&self, order: Order) -> Option<Result<OrderId, OrderError>> {
         let mut service = self.service.clone();
-        match tokio::time::timeout(self.wait, service.ready()).await {
-            Ok(Ok(ready)) => Some(ready.call(order).await),
-            Ok(Err(error)) => Some(Err(error)),
-            Err(_elapsed) => None,
+        let outcome = match tokio::time::timeout(self.wait, service.ready()).await {
+            Ok(Ok(ready)) => ready.call(order).await,
+            Ok(Err(error)) => Err(error),
+            Err(_elapsed) => Err(None),
+        };
+        match outcome {
+            Ok(id) => Some(Ok(id)),
+            Err(Some(error)) => Some(Err(error)),
+            Err(None) => None,
         }
     }
 
