@@ -86,7 +86,7 @@ impl Controller {
     }
 
     /// Whether admissions are timed.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn is_on(&self) -> bool {
         self.on.load(Ordering::Relaxed)
     }
