@@ -40,12 +40,13 @@ impl Kind {
     /// The aspect table: one row per aspect.
     pub(crate) const fn row(self) -> Row {
         use Key::{
-            Crate, Fallback, FallbackOnError, Ignore, Name, Record, Registry, RetryAfter, RetryOn,
+            Crate, Fallback, FallbackOnError, Ignore, Name, Overload, Record, Registry, RetryAfter,
+            RetryOn,
         };
         match self {
             Kind::Bulkhead => Row {
                 attr: "bulkhead",
-                keys: &[Name, Fallback, FallbackOnError, Registry, Crate],
+                keys: &[Name, Overload, Fallback, FallbackOnError, Registry, Crate],
             },
             Kind::RateLimiter => Row {
                 attr: "rate_limiter",
@@ -125,6 +126,8 @@ pub(crate) enum Key {
     Ignore,
     /// `record = path`: errors a breaker records as failures.
     Record,
+    /// `overload = path`: errors that say the dependency shed the call for load.
+    Overload,
     /// `retry_on = path`: errors a retry retries.
     RetryOn,
     /// `retry_after = path`: the least wait an error asks for before the next attempt.
@@ -136,12 +139,13 @@ pub(crate) enum Key {
 }
 
 impl Key {
-    const ALL: [Key; 9] = [
+    const ALL: [Key; 10] = [
         Key::Name,
         Key::Fallback,
         Key::FallbackOnError,
         Key::Ignore,
         Key::Record,
+        Key::Overload,
         Key::RetryOn,
         Key::RetryAfter,
         Key::Registry,
@@ -159,6 +163,7 @@ impl Key {
             Key::FallbackOnError => "fallback_on_error",
             Key::Ignore => "ignore",
             Key::Record => "record",
+            Key::Overload => "overload",
             Key::RetryOn => "retry_on",
             Key::RetryAfter => "retry_after",
             Key::Registry => "registry",
@@ -174,6 +179,7 @@ impl Key {
             Key::FallbackOnError => "true",
             Key::Ignore => "is_client_error",
             Key::Record => "is_transient",
+            Key::Overload => "is_overloaded",
             Key::RetryOn => "is_transient",
             Key::RetryAfter => "server_retry_after",
             Key::Registry => "crate::REGISTRY",
@@ -188,6 +194,11 @@ impl Key {
             (Key::Ignore | Key::Record, Some(owner)) if owner != kind => format!(
                 " (`{}` chooses what a breaker records: give it on `#[{}]`)",
                 self.as_str(),
+                owner.attr_name()
+            ),
+            (Key::Overload, Some(owner)) if owner != kind => format!(
+                " (`overload` tells an adaptive bulkhead which errors are the dependency \
+                 shedding load: give it on `#[{}]`)",
                 owner.attr_name()
             ),
             (Key::RetryOn, Some(owner)) if owner != kind => format!(
@@ -238,6 +249,7 @@ pub(crate) struct AspectArgs {
     pub(crate) fallback_on_error: Option<Ident>,
     pub(crate) ignore: Option<PathArg>,
     pub(crate) record: Option<PathArg>,
+    pub(crate) overload: Option<PathArg>,
     pub(crate) retry_on: Option<PathArg>,
     pub(crate) retry_after: Option<PathArg>,
     pub(crate) registry: Option<PathArg>,
@@ -258,6 +270,7 @@ fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<Asp
     let mut fallback_on_error = None;
     let mut ignore = None;
     let mut record = None;
+    let mut overload = None;
     let mut retry_on = None;
     let mut retry_after = None;
     let mut registry = None;
@@ -357,6 +370,7 @@ fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<Asp
             Key::Fallback => fallback = Some(path_arg(kind, which, &key, &value)?),
             Key::Ignore => ignore = Some(path_arg(kind, which, &key, &value)?),
             Key::Record => record = Some(path_arg(kind, which, &key, &value)?),
+            Key::Overload => overload = Some(path_arg(kind, which, &key, &value)?),
             Key::RetryOn => retry_on = Some(path_arg(kind, which, &key, &value)?),
             Key::RetryAfter => retry_after = Some(path_arg(kind, which, &key, &value)?),
             Key::Registry => {
@@ -403,6 +417,7 @@ fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<Asp
         fallback_on_error,
         ignore,
         record,
+        overload,
         retry_on,
         retry_after,
         registry,

@@ -124,6 +124,7 @@ impl Permit for BulkheadPermit<'_> {
     fn complete(self, outcome: CallOutcome) {
         self.finish(match outcome {
             CallOutcome::Success | CallOutcome::Failure => Ended::Completed,
+            CallOutcome::Overloaded => Ended::Dropped,
             CallOutcome::Ignored => Ended::Unsampled,
         });
     }
@@ -233,7 +234,7 @@ impl Permit for CircuitPermit<'_> {
         match outcome {
             CallOutcome::Success => self.record_success(),
             CallOutcome::Failure => self.record_failure(),
-            CallOutcome::Ignored => self.record_ignored(),
+            CallOutcome::Ignored | CallOutcome::Overloaded => self.record_ignored(),
         }
     }
 

@@ -152,18 +152,21 @@ pub mod __private {
     pub use inventory;
     use std::time::Duration;
 
-    /// How a guarded function's `Result` counts for its breaker: `Ok` is a success; an `Err`
-    /// is ignored if `ignore` says so, else a failure if `record` says so, else a success
-    /// (Resilience4j's `ignoreExceptions` / `recordExceptions`).
+    /// How a guarded function's `Result` counts for its guards: `Ok` is a success; an `Err`
+    /// is ignored if `ignore` says so, else overload if `overload` says so, else a failure if
+    /// `record` says so, else a success (Resilience4j's `ignoreExceptions` /
+    /// `recordExceptions`, and the bulkhead's `overload`).
     #[inline]
     pub fn classify<T, E>(
         result: &Result<T, E>,
         ignore: impl FnOnce(&E) -> bool,
+        overload: impl FnOnce(&E) -> bool,
         record: impl FnOnce(&E) -> bool,
     ) -> CallOutcome {
         match result {
             Ok(_) => CallOutcome::Success,
             Err(e) if ignore(e) => CallOutcome::Ignored,
+            Err(e) if overload(e) => CallOutcome::Overloaded,
             Err(e) if record(e) => CallOutcome::Failure,
             Err(_) => CallOutcome::Success,
         }

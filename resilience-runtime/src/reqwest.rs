@@ -293,7 +293,7 @@ fn classify(result: &Sent, record_server_refusals: bool) -> CallOutcome {
         Err(_) => CallOutcome::Failure,
         Ok(response) if server_refusal(response).is_some() => match record_server_refusals {
             true => CallOutcome::Failure,
-            false => CallOutcome::Ignored,
+            false => CallOutcome::Overloaded,
         },
         Ok(response) if response.status().is_server_error() => CallOutcome::Failure,
         Ok(_) => CallOutcome::Success,

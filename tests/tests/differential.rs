@@ -298,7 +298,7 @@ fn is_retryable(e: &E) -> bool {
 /// The breakers' classification of every run: an ignored error is neither a success nor a
 /// failure.
 fn classify3(result: &Result<u32, E>) -> CallOutcome {
-    classify(result, is_ignored, is_recorded)
+    classify(result, is_ignored, |_| false, is_recorded)
 }
 
 /// What the body saw: each attempt started, ended, or given up (its future dropped before it

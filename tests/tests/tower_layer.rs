@@ -619,3 +619,34 @@ fn a_panic_in_the_inner_services_call_releases_the_permits_and_records_nothing()
     let breaker = registry.circuit_breaker("sync-panic").metrics();
     assert_eq!(breaker.number_of_buffered_calls(), 0);
 }
+
+#[tokio::test]
+async fn a_server_shedding_load_backs_an_adaptive_limit_off_and_is_no_breaker_failure() {
+    // A manual clock times every call: each response is a sample.
+    let registry = Arc::new(Registry::with_clock(resilience_runtime::ManualClock::new()));
+    let aimd = resilience_runtime::AdaptiveLimit::aimd()
+        .min_limit(1)
+        .max_limit(40)
+        .initial_limit(20);
+    registry
+        .configure_bulkhead(
+            "shed",
+            BulkheadConfig::builder().adaptive(aimd).build().unwrap(),
+        )
+        .unwrap();
+    let status = service_fn(|status: u16| async move {
+        Ok::<_, Failed>(http::Response::builder().status(status).body(()).unwrap())
+    });
+    let mut svc = GuardLayer::new(&[Guard::bulkhead("shed"), Guard::circuit_breaker("shed")])
+        .with_registry(registry.clone())
+        .classifier(ServerErrorsAreFailures)
+        .layer(status);
+    let limit = || registry.bulkhead("shed").max_allowed_concurrent_calls();
+    svc.ready().await.unwrap().call(429).await.unwrap();
+    assert_eq!(limit(), 18, "a 429 is a drop: 20 × 0.9");
+    svc.ready().await.unwrap().call(500).await.unwrap();
+    assert_eq!(limit(), 18, "a 500 is a failure, not a drop");
+    let breaker = registry.circuit_breaker("shed").metrics();
+    assert_eq!(breaker.total_failed_calls(), 1, "the 500 alone");
+    assert_eq!(breaker.total_ignored_calls(), 1, "the 429");
+}

@@ -216,14 +216,16 @@ pub(super) fn register(stack: &Stack, sig: &Signature) -> TokenStream {
     }
 }
 
-/// How the call's output counts for the breakers: the `ignore` / `record` predicates of the
-/// `#[circuit_breaker]`, every `Err` a failure by default; without a `Result`, a success.
+/// How the call's output counts for the guards: the `ignore` / `record` predicates of the
+/// `#[circuit_breaker]` and the `overload` predicate of the `#[bulkhead]`, every `Err` a
+/// failure by default; without a `Result`, a success.
 pub(super) fn classify(stack: &Stack, returns_result: bool, names: &Names) -> TokenStream {
     let krate = &stack.krate;
     let Names { result, error, .. } = names;
     let breaker = stack.breaker();
-    if !returns_result || breaker.is_none() {
-        // Only a breaker reads the outcome.
+    let overload = stack.of(Kind::Bulkhead).and_then(|b| b.overload.as_ref());
+    if !returns_result || (breaker.is_none() && overload.is_none()) {
+        // Only a breaker, and a bulkhead told what overload is, read the outcome.
         return quote!(|_| #krate::__private::CallOutcome::Success);
     }
     // Only the path carries the user's span: a closure at the user's span would be linted as
@@ -236,8 +238,9 @@ pub(super) fn classify(stack: &Stack, returns_result: bool, names: &Names) -> To
         None => quote!(|_| #default),
     };
     let ignore = predicate(breaker.and_then(|b| b.ignore.as_ref()), false);
+    let overload = predicate(overload, false);
     let record = predicate(breaker.and_then(|b| b.record.as_ref()), true);
-    quote!(|#result| #krate::__private::classify(#result, #ignore, #record))
+    quote!(|#result| #krate::__private::classify(#result, #ignore, #overload, #record))
 }
 
 /// `sig` with no `mut` on the bindings of its typed arguments (`mut x: T`, `(a, mut b): (A, B)`).

@@ -123,6 +123,8 @@ fn how_the_engine_ends_a_call_decides_the_sample() {
     assert_eq!(drop_one(&|p| p.complete(CallOutcome::Failure)), (7, 8));
     // Abandoned (a future dropped mid-call): a drop.
     assert_eq!(drop_one(&|p| p.abandoned()), (8, 7));
+    // Shed by the dependency (a 429, an error `overload` accepts): a drop.
+    assert_eq!(drop_one(&|p| p.complete(CallOutcome::Overloaded)), (7, 6));
 }
 
 #[test]

@@ -96,7 +96,7 @@ impl<R, C: Fn(&R) -> CallOutcome> Judge<R> for ByOutcome<C> {
         match (self.0)(result) {
             CallOutcome::Success => Attempted::Succeeded,
             CallOutcome::Failure => Attempted::Failed,
-            CallOutcome::Ignored => Attempted::NotRetried,
+            CallOutcome::Ignored | CallOutcome::Overloaded => Attempted::NotRetried,
         }
     }
     #[inline]

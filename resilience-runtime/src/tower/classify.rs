@@ -58,8 +58,9 @@ impl<Response, Error> Classifier<Response, Error> for ErrorsAreFailures {
 /// The [`Classifier`] of an HTTP service: a `5xx` response and an `Err` (a transport error:
 /// no response at all) are failures; every other response, `4xx` included, is a success: a
 /// client's mistake says nothing of the server's health. A `429`, and a `503` that carries
-/// `Retry-After`, are neither: they are a server shedding load (this library's own refusals
-/// are answered so), which a breaker that counted them would mistake for a failing server.
+/// `Retry-After`, are [`Overloaded`](CallOutcome::Overloaded): a server shedding load (this
+/// library's own refusals are answered so), which a breaker that counted them would mistake
+/// for a failing server, and which an adaptive bulkhead limit backs off from.
 ///
 /// ```
 /// use resilience_runtime::tower::{Classifier, ServerErrorsAreFailures};
@@ -69,9 +70,9 @@ impl<Response, Error> Classifier<Response, Error> for ErrorsAreFailures {
 /// let classify = |r: Result<_, std::io::Error>| ServerErrorsAreFailures.classify(&r);
 /// assert_eq!(classify(Ok(status(404))), CallOutcome::Success);
 /// assert_eq!(classify(Ok(status(502))), CallOutcome::Failure);
-/// assert_eq!(classify(Ok(status(429))), CallOutcome::Ignored);
+/// assert_eq!(classify(Ok(status(429))), CallOutcome::Overloaded);
 /// let shed = http::Response::builder().status(503).header("retry-after", "1").body(()).unwrap();
-/// assert_eq!(classify(Ok(shed)), CallOutcome::Ignored);
+/// assert_eq!(classify(Ok(shed)), CallOutcome::Overloaded);
 /// assert_eq!(classify(Ok(status(503))), CallOutcome::Failure);
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
@@ -82,7 +83,7 @@ impl<Body, Error> Classifier<http::Response<Body>, Error> for ServerErrorsAreFai
     fn classify(&self, result: &Result<http::Response<Body>, Error>) -> CallOutcome {
         match result {
             Ok(response) if shed(response.status(), response.headers()).is_some() => {
-                CallOutcome::Ignored
+                CallOutcome::Overloaded
             }
             Ok(response) if response.status().is_server_error() => CallOutcome::Failure,
             Ok(_) => CallOutcome::Success,

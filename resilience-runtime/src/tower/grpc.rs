@@ -7,7 +7,8 @@ use super::classify::Classifier;
 
 /// The [`Classifier`] of a gRPC client channel (a tonic `Channel`): no answer (a transport
 /// error) and a call that ended `UNAVAILABLE`, `UNKNOWN`, `INTERNAL`, `DEADLINE_EXCEEDED` or
-/// `DATA_LOSS` are failures; `RESOURCE_EXHAUSTED` is the server shedding load, neither; any
+/// `DATA_LOSS` are failures; `RESOURCE_EXHAUSTED` is the server shedding load
+/// ([`Overloaded`](CallOutcome::Overloaded): no failure, a drop for an adaptive limit); any
 /// other status is an answer (`NOT_FOUND`, `INVALID_ARGUMENT` are the caller's business).
 ///
 /// It reads the status a layer can see: the `grpc-status` of a response without a body (what
@@ -22,7 +23,7 @@ use super::classify::Classifier;
 /// let classify = |r: Result<_, std::io::Error>| GrpcErrorsAreFailures.classify(&r);
 /// assert_eq!(classify(Ok(status("14"))), CallOutcome::Failure); // UNAVAILABLE
 /// assert_eq!(classify(Ok(status("5"))), CallOutcome::Success); // NOT_FOUND: an answer
-/// assert_eq!(classify(Ok(status("8"))), CallOutcome::Ignored); // RESOURCE_EXHAUSTED: shed
+/// assert_eq!(classify(Ok(status("8"))), CallOutcome::Overloaded); // RESOURCE_EXHAUSTED: shed
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct GrpcErrorsAreFailures;
@@ -41,7 +42,7 @@ impl<Body, Error> Classifier<http::Response<Body>, Error> for GrpcErrorsAreFailu
             // UNKNOWN, DEADLINE_EXCEEDED, INTERNAL, UNAVAILABLE, DATA_LOSS.
             Some(2 | 4 | 13 | 14 | 15) => CallOutcome::Failure,
             // RESOURCE_EXHAUSTED: shed, as HTTP's 429.
-            Some(8) => CallOutcome::Ignored,
+            Some(8) => CallOutcome::Overloaded,
             Some(_) | None if response.status().is_server_error() => CallOutcome::Failure,
             _ => CallOutcome::Success,
         }
