@@ -301,10 +301,17 @@ fn adaptive_bulkhead(rounds: usize) {
     registry
         .configure_bulkhead("gradient2", adaptive(AdaptiveLimit::gradient2()))
         .expect("bulkhead");
+    // The knee probes up and down from its estimate: bounds of 100 hold it still.
+    let knee = || adaptive(AdaptiveLimit::knee().max_limit(100));
+    registry
+        .configure_bulkhead("knee", knee())
+        .expect("bulkhead");
     let fixed_plan = registry.plan(&[Guard::bulkhead("fixed")]).expect("plan");
     let gradient_plan = registry
         .plan(&[Guard::bulkhead("gradient2")])
         .expect("plan");
+    let knee_plan = registry.plan(&[Guard::bulkhead("knee")]).expect("plan");
+    let knee_direct = resilience_runtime::Bulkhead::new("knee", knee());
     let fixed_direct = resilience_runtime::Bulkhead::new("fixed", fixed);
     let gradient_direct =
         resilience_runtime::Bulkhead::new("gradient2", adaptive(AdaptiveLimit::gradient2()));
@@ -313,15 +320,19 @@ fn adaptive_bulkhead(rounds: usize) {
         "fixed_permit",
         "gradient2_permit",
         "aimd_permit",
+        "knee_permit",
         "fixed_plan",
         "gradient2_plan",
+        "knee_plan",
     ];
     let best = best!(rounds;
         "fixed_permit" => drop(black_box(black_box(&fixed_direct).try_acquire().expect("free permit"))),
         "gradient2_permit" => drop(black_box(black_box(&gradient_direct).try_acquire().expect("free permit"))),
         "aimd_permit" => drop(black_box(black_box(&aimd_direct).try_acquire().expect("free permit"))),
+        "knee_permit" => drop(black_box(black_box(&knee_direct).try_acquire().expect("free permit"))),
         "fixed_plan" => black_box(black_box(&fixed_plan).call(|| Ok::<u32, CallError>(black_box(1) + 1))).unwrap(),
         "gradient2_plan" => black_box(black_box(&gradient_plan).call(|| Ok::<u32, CallError>(black_box(1) + 1))).unwrap(),
+        "knee_plan" => black_box(black_box(&knee_plan).call(|| Ok::<u32, CallError>(black_box(1) + 1))).unwrap(),
     );
     assert_eq!(
         gradient_direct.max_allowed_concurrent_calls(),
@@ -329,7 +340,7 @@ fn adaptive_bulkhead(rounds: usize) {
         "the limit held still"
     );
     println!("\nan adaptive bulkhead beside a fixed one, best of {rounds} rounds: ns per call, and / fixed");
-    let peers = [0, 0, 0, 3, 3];
+    let peers = [0, 0, 0, 0, 4, 4, 4];
     for ((name, time), peer) in names.iter().zip(&best).zip(peers) {
         println!("{name:20} {time:6.1}   {:.2}x", time / best[peer]);
     }

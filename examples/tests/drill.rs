@@ -169,6 +169,7 @@ fn the_adaptive_comparison_measures_each_adaptive_limit_against_the_best_fixed_o
             Layout::Fixed(10),
             Layout::Fixed(20),
             Layout::Adaptive(resilience_runtime::LimitAlgorithm::Gradient2, 5),
+            Layout::Adaptive(resilience_runtime::LimitAlgorithm::Knee, 5),
             Layout::Adaptive(resilience_runtime::LimitAlgorithm::Aimd, 60),
             Layout::TowerAcc(5),
         ],
@@ -210,7 +211,7 @@ fn the_adaptive_comparison_measures_each_adaptive_limit_against_the_best_fixed_o
     let best = report.best_fixed().expect("fixed layouts ran");
     assert!(matches!(best.layout, Layout::Fixed(_)));
     let verdicts = report.adaptive_verdicts();
-    assert_eq!(verdicts.len(), 3);
+    assert_eq!(verdicts.len(), 4);
     for verdict in &verdicts {
         assert_eq!(verdict.best_fixed, best.layout);
         assert!(verdict.throughput_share > 0.0);

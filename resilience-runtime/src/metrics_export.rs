@@ -57,7 +57,7 @@ impl Registry {
     /// | `{prefix}_circuitbreaker_buffered_calls`, `…_slow_calls` | gauge: the calls in the window | `kind`: `successful`, `failed` |
     /// | `{prefix}_bulkhead_available_concurrent_calls`, `…_max_allowed_concurrent_calls` | gauge | |
     /// | `{prefix}_bulkhead_calls_total` | counter | `kind`: `permitted`, `rejected`, `finished` |
-    /// | `{prefix}_bulkhead_adaptive_rtt_seconds` | gauge, an adaptive limit's latencies: the one it compares samples with (Gradient2's long-term average, Vegas's lowest), and the last sample's (`…_max_allowed_concurrent_calls` is its limit) | `estimate`: `baseline`, `sample` |
+    /// | `{prefix}_bulkhead_adaptive_rtt_seconds` | gauge, an adaptive limit's latencies: the one it compares samples with (the knee's latency without a queue, Gradient2's long-term average, Vegas's lowest), and the last sample's (`…_max_allowed_concurrent_calls` is its limit) | `estimate`: `baseline`, `sample` |
     /// | `{prefix}_ratelimiter_available_permissions`, `…_waiting_threads` | gauge | |
     /// | `{prefix}_ratelimiter_calls_total` | counter | `kind`: `successful`, `failed` |
     /// | `{prefix}_retry_calls_total` | counter | `kind`: `successful_without_retry`, `successful_with_retry`, `failed_without_retry`, `failed_with_retry` |

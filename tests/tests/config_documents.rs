@@ -807,6 +807,8 @@ fn the_configuration_the_actuator_shows_is_a_document_that_configures_the_same()
             adaptive = { algorithm = "vegas", max_limit = 90, probe_multiplier = 10 }
             [bulkhead.instances.m]
             adaptive = { algorithm = "aimd", backoff_ratio = 0.75, timeout = "2s" }
+            [bulkhead.instances.k]
+            adaptive = { algorithm = "knee", min_limit = 4, max_limit = 300, initial_limit = 30 }
             [rate_limiter.instances.a]
             limit_for_period = 9
             limit_refresh_period = "2s"
@@ -867,7 +869,7 @@ fn the_configuration_the_actuator_shows_is_a_document_that_configures_the_same()
             .collect::<Vec<_>>()
     };
     assert_eq!(configs(&copy), configs(&original));
-    assert_eq!(configs(&copy).len(), 10);
+    assert_eq!(configs(&copy).len(), 11);
     assert_eq!(
         copy.bulkhead_config("m")
             .adaptive()
@@ -875,6 +877,16 @@ fn the_configuration_the_actuator_shows_is_a_document_that_configures_the_same()
             .settings()
             .backoff_ratio,
         Some(0.75)
+    );
+    let knee = copy.bulkhead_config("k").adaptive().unwrap().settings();
+    assert_eq!(
+        (
+            knee.algorithm,
+            knee.min_limit,
+            knee.max_limit,
+            knee.initial_limit
+        ),
+        (resilience_runtime::LimitAlgorithm::Knee, 4, 300, 30)
     );
     assert_eq!(
         copy.circuit_breaker_config("a").sliding_window(),
@@ -918,11 +930,11 @@ fn an_adaptive_bulkhead_is_configured_in_its_own_table_and_its_mistakes_are_name
         registry.bulkhead("orders").max_allowed_concurrent_calls(),
         10
     );
-    // An empty table: Gradient2 with Netflix's defaults.
+    // An empty table: the knee with its defaults.
     let stock = registry.bulkhead_config("stock");
     assert_eq!(
         stock.adaptive().unwrap().settings(),
-        AdaptiveLimit::gradient2().settings()
+        AdaptiveLimit::knee().settings()
     );
 
     // Reloaded as a fixed limit: the same instance, in place.
@@ -938,7 +950,7 @@ fn an_adaptive_bulkhead_is_configured_in_its_own_table_and_its_mistakes_are_name
     for (document, says) in [
         (
             "[bulkhead.instances.a.adaptive]\nalgorithm = \"gradient3\"\n",
-            "`gradient3` is not a limit algorithm; write one of \"gradient2\", \"vegas\", \"aimd\"",
+            "`gradient3` is not a limit algorithm; write one of \"knee\", \"gradient2\", \"vegas\", \"aimd\"",
         ),
         (
             "[bulkhead.instances.a.adaptive]\nmin_limt = 3\n",

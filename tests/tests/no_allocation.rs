@@ -363,16 +363,17 @@ fn an_adaptive_bulkhead_samples_and_moves_its_limit_without_allocating() {
             AdaptiveLimit::gradient2().min_limit(1).initial_limit(4),
         ),
         ("aimd", AdaptiveLimit::aimd().min_limit(1).initial_limit(4)),
+        ("knee", AdaptiveLimit::knee().min_limit(1).initial_limit(4)),
     ] {
         let config = BulkheadConfig::builder().adaptive(limit).build().unwrap();
         registry.configure_bulkhead(name, config).unwrap();
     }
-    let names = ["gradient2", "aimd"];
+    let names = ["gradient2", "aimd", "knee"];
     let plans = names.map(|name| registry.plan(&[Guard::bulkhead(name)]).unwrap());
     let bulkheads = names.map(|name| registry.bulkhead(name));
     let waker = Waker::from(Arc::new(NoopWake));
     // Per bulkhead, the lowest and the highest limit seen in the counted rounds.
-    let seen = [(); 2].map(|()| (Cell::new(u32::MAX), Cell::new(0)));
+    let seen = [(); 3].map(|()| (Cell::new(u32::MAX), Cell::new(0)));
     let counting = Cell::new(false);
     let round = |i: u32| {
         for ((plan, bulkhead), (lowest, highest)) in plans.iter().zip(&bulkheads).zip(&seen) {

@@ -45,7 +45,7 @@ struct Args {
     /// The adaptive comparison instead: fixed limits from 20 to 200 calls beside adaptive
     /// limits (Gradient2, Vegas, AIMD; tower-acc's Gradient2 and tower-resilience-adaptive's
     /// Vegas as peers) started at 10 and at 400, against a downstream that degrades and then
-    /// recovers (17 layouts, about 4.5 min; 80 s with --quick)
+    /// recovers (19 layouts, about 5 min; 90 s with --quick)
     #[arg(long)]
     adaptive: bool,
     /// Also write the results as JSON to PATH

@@ -103,7 +103,7 @@ impl Layout {
     /// incident's 50 and its hand-tuned 80 among them, beside each algorithm started far too
     /// low (10) and far too high (400), and the peers (`tower-acc`'s Gradient2,
     /// `tower-resilience-adaptive`'s Vegas) from the same starts.
-    pub const ADAPTIVE: [Layout; 17] = [
+    pub const ADAPTIVE: [Layout; 19] = [
         Layout::Fixed(20),
         Layout::Fixed(40),
         Layout::Fixed(50),
@@ -111,6 +111,8 @@ impl Layout {
         Layout::Fixed(80),
         Layout::Fixed(120),
         Layout::Fixed(200),
+        Layout::Adaptive(LimitAlgorithm::Knee, 10),
+        Layout::Adaptive(LimitAlgorithm::Knee, 400),
         Layout::Adaptive(LimitAlgorithm::Gradient2, 10),
         Layout::Adaptive(LimitAlgorithm::Gradient2, 400),
         Layout::Adaptive(LimitAlgorithm::Vegas, 10),
@@ -144,7 +146,7 @@ impl Layout {
     }
 
     /// The layout called `name`: one of [`ALL`](Self::ALL), `fixed-N`, or
-    /// `ALGORITHM-from-N` (`gradient2`, `vegas`, `aimd`).
+    /// `ALGORITHM-from-N` (`knee`, `gradient2`, `vegas`, `aimd`).
     pub fn from_name(name: &str) -> Option<Layout> {
         if let Some(layout) = Layout::ALL.into_iter().find(|l| l.name() == name) {
             return Some(layout);
@@ -171,6 +173,7 @@ impl Layout {
             LimitAlgorithm::Gradient2,
             LimitAlgorithm::Vegas,
             LimitAlgorithm::Aimd,
+            LimitAlgorithm::Knee,
         ]
         .into_iter()
         .find(|a| a.as_str() == algorithm)?;

@@ -269,13 +269,14 @@ proptest! {
     /// a lower limit's surplus is held), and every permit comes back.
     #[test]
     fn any_samples_keep_the_limit_in_bounds_and_the_permits_accounted(
-        algorithm in prop_oneof![Just(0u8), Just(1), Just(2)],
+        algorithm in prop_oneof![Just(0u8), Just(1), Just(2), Just(3)],
         steps in prop::collection::vec((0u8..4, 0u64..50), 1..200),
     ) {
         let limit = match algorithm {
             0 => AdaptiveLimit::gradient2().min_limit(2).max_limit(16).initial_limit(5),
             1 => AdaptiveLimit::vegas().min_limit(2).max_limit(16).initial_limit(5),
-            _ => AdaptiveLimit::aimd().min_limit(2).max_limit(16).initial_limit(5),
+            2 => AdaptiveLimit::aimd().min_limit(2).max_limit(16).initial_limit(5),
+            _ => AdaptiveLimit::knee().min_limit(2).max_limit(16).initial_limit(5),
         };
         let (bulkhead, clock) = adaptive(limit);
         let mut held = Vec::new();

@@ -186,7 +186,7 @@ impl BulkheadConfigBuilder {
     /// use resilience_runtime::{AdaptiveLimit, Bulkhead, BulkheadConfig};
     ///
     /// let config = BulkheadConfig::builder()
-    ///     .adaptive(AdaptiveLimit::gradient2().min_limit(10).max_limit(400))
+    ///     .adaptive(AdaptiveLimit::knee().min_limit(10).max_limit(400))
     ///     .build()?;
     /// let bulkhead = Bulkhead::new("orders", config);
     /// assert_eq!(bulkhead.max_allowed_concurrent_calls(), 20); // the initial limit, for now

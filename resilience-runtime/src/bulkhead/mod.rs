@@ -39,7 +39,7 @@ use crate::name::Name;
 use crate::subscribers::{Interest, Subscribers, SubscriptionId};
 use crate::sync::{lock, AtomicU64, Mutex, Ordering};
 
-use adaptive::Controller;
+use adaptive::{Controller, Sample};
 pub use permit::BulkheadPermit;
 pub(crate) use permit::Ended;
 use permit::{tick, TICK_SHIFT, UNTIMED};
@@ -528,14 +528,18 @@ impl Bulkhead {
         if end == Ended::Unsampled {
             return;
         }
-        let ticks = tick(self.clock.read(Reading::Precise)).wrapping_sub(start);
-        let rtt = u64::from(ticks) << TICK_SHIFT;
+        let now = self.clock.read(Reading::Precise);
+        let rtt = u64::from(tick(now).wrapping_sub(start)) << TICK_SHIFT;
         let mut wakes = Vec::new();
-        let change = self
-            .controller
-            .sample(rtt, held, end == Ended::Dropped, |limit| {
-                wakes = self.semaphore.reconfigure(limit, self.semaphore.is_fair());
-            });
+        let sample = Sample {
+            now,
+            rtt,
+            inflight: held,
+            dropped: end == Ended::Dropped,
+        };
+        let change = self.controller.sample(sample, |limit| {
+            wakes = self.semaphore.reconfigure(limit, self.semaphore.is_fair());
+        });
         for wake in wakes {
             wake.wake();
         }
@@ -689,8 +693,9 @@ impl Drop for Waiter<'_> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct AdaptiveEstimates {
-    /// The latency samples are compared with: Gradient2's long-term average, Vegas's lowest
-    /// latency; `None` for AIMD, or before the first sample.
+    /// The latency samples are compared with: the knee's latency without a queue (that of
+    /// its last lower probe), Gradient2's long-term average, Vegas's lowest latency; `None`
+    /// for AIMD, or before the first estimate.
     pub baseline_rtt: Option<Duration>,
     /// The last sample's latency (`None` before the first).
     pub sample_rtt: Option<Duration>,

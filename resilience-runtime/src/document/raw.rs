@@ -117,12 +117,12 @@ settings! {
 }
 
 impl AdaptiveTable {
-    /// The adaptive limit these settings write (Gradient2 unless `algorithm` says otherwise);
+    /// The adaptive limit these settings write (the knee unless `algorithm` says otherwise);
     /// checked with the rest of the bulkhead's configuration.
     fn limit(&self) -> AdaptiveLimit {
         let algorithm = self
             .algorithm
-            .map_or(LimitAlgorithm::Gradient2, |AlgorithmSetting(a)| a);
+            .map_or(LimitAlgorithm::Knee, |AlgorithmSetting(a)| a);
         let mut limit = AdaptiveLimit::new(algorithm);
         if let Some(n) = self.min_limit {
             limit = limit.min_limit(n);
@@ -158,7 +158,7 @@ impl AdaptiveTable {
     }
 }
 
-/// `algorithm`: `"gradient2"`, `"vegas"` or `"aimd"`.
+/// `algorithm`: `"knee"`, `"gradient2"`, `"vegas"` or `"aimd"`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct AlgorithmSetting(pub(crate) LimitAlgorithm);
 
@@ -167,6 +167,7 @@ impl<'de> Deserialize<'de> for AlgorithmSetting {
         deserializer.deserialize_str(ChoiceVisitor {
             what: "limit algorithm",
             choices: &[
+                ("knee", AlgorithmSetting(LimitAlgorithm::Knee)),
                 ("gradient2", AlgorithmSetting(LimitAlgorithm::Gradient2)),
                 ("vegas", AlgorithmSetting(LimitAlgorithm::Vegas)),
                 ("aimd", AlgorithmSetting(LimitAlgorithm::Aimd)),

@@ -1,15 +1,19 @@
-//! The limit algorithms, as Netflix's concurrency-limits writes them
+//! The limit algorithms: this library's knee (`knee.rs`), and Netflix's three as its
+//! concurrency-limits writes them
 //! (`concurrency-limits-core/src/main/java/com/netflix/concurrency/limits/limit/`:
 //! `Gradient2Limit`, `VegasLimit`, `AIMDLimit`), one sample at a time. Plain state, no
 //! synchronisation: `controller.rs` gives one sample at a time to it.
 //!
-//! A sample is a call's duration in nanoseconds (`rtt`), the calls in flight when it ended
-//! (itself included), and whether it was dropped (timed out or given up). Netflix's limiter
+//! A sample is a call's end (when, on the bulkhead's clock), its duration in nanoseconds
+//! (`rtt`), the calls in flight when it ended (itself included), and whether it was dropped
+//! (timed out, given up, or shed by the dependency). Netflix's limiter
 //! passes the calls in flight when the call was admitted; the count at its end is the one the
 //! release has at hand (one atomic word), and the algorithms use it only to ask whether the
 //! calls use the limit, which admissions and releases of other calls move either way.
 
+use super::knee::Knee;
 use super::limit::{AdaptiveSettings, LimitAlgorithm};
+use super::sample::{Estimates, Sample};
 
 /// An algorithm's state.
 #[derive(Clone, Debug)]
@@ -17,17 +21,8 @@ pub(super) enum Algorithm {
     Gradient2(Gradient2),
     Vegas(Vegas),
     Aimd(Aimd),
-}
-
-/// What an algorithm estimates besides the limit, for the metrics: in nanoseconds, 0 when
-/// it has none yet.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(crate) struct Estimates {
-    /// The latency the algorithm compares samples with: Gradient2's long-term average,
-    /// Vegas's lowest latency; AIMD has none.
-    pub(crate) baseline_rtt: f64,
-    /// The last sample's latency.
-    pub(crate) sample_rtt: f64,
+    // Boxed: its phases make it several times the others' size.
+    Knee(Box<Knee>),
 }
 
 impl Algorithm {
@@ -69,17 +64,20 @@ impl Algorithm {
                 timeout: own(settings.timeout).as_nanos().min(u128::from(u64::MAX)) as u64,
                 last_rtt: 0,
             }),
+            LimitAlgorithm::Knee => Algorithm::Knee(Box::new(Knee::new(limit, bounds))),
         }
     }
 
     /// Takes one sample; returns the limit after it.
-    pub(super) fn sample(&mut self, rtt: u64, inflight: u32, dropped: bool) -> u32 {
+    pub(super) fn sample(&mut self, sample: &Sample) -> u32 {
         // A call measured at zero (a manual clock not moved) is as fast as can be measured.
-        let rtt = rtt.max(1);
+        let rtt = sample.rtt.max(1);
+        let (inflight, dropped) = (sample.inflight, sample.dropped);
         let limit = match self {
             Algorithm::Gradient2(g) => g.sample(rtt, inflight),
             Algorithm::Vegas(v) => v.sample(rtt, inflight, dropped),
             Algorithm::Aimd(a) => a.sample(rtt, inflight, dropped),
+            Algorithm::Knee(k) => k.sample(&Sample { rtt, ..*sample }),
         };
         as_limit(limit)
     }
@@ -90,6 +88,7 @@ impl Algorithm {
             Algorithm::Gradient2(g) => g.limit,
             Algorithm::Vegas(v) => v.limit,
             Algorithm::Aimd(a) => a.limit,
+            Algorithm::Knee(k) => k.limit(),
         })
     }
 
@@ -107,6 +106,7 @@ impl Algorithm {
                 baseline_rtt: 0.0,
                 sample_rtt: a.last_rtt as f64,
             },
+            Algorithm::Knee(k) => k.estimates(),
         }
     }
 }
@@ -324,6 +324,15 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
+    fn at(now: u64, rtt: u64, inflight: u32, dropped: bool) -> Sample {
+        Sample {
+            now,
+            rtt,
+            inflight,
+            dropped,
+        }
+    }
+
     fn algorithm(limit: AdaptiveLimit) -> Algorithm {
         limit.validate().expect("valid test settings");
         Algorithm::new(&limit.settings(), 7)
@@ -333,7 +342,7 @@ mod tests {
     fn busy(a: &mut Algorithm, n: usize, rtt: u64) -> u32 {
         let mut limit = a.limit();
         for _ in 0..n {
-            limit = a.sample(rtt, limit, false);
+            limit = a.sample(&at(0, rtt, limit, false));
         }
         limit
     }
@@ -366,18 +375,22 @@ mod tests {
         let mut g = algorithm(AdaptiveLimit::gradient2().initial_limit(40).max_limit(100));
         for _ in 0..100 {
             assert_eq!(
-                g.sample(10 * MS, 19, false),
+                g.sample(&at(0, 10 * MS, 19, false)),
                 40,
                 "19 in flight: below half of 40"
             );
         }
         assert_eq!(
-            g.sample(10 * MS, 20, false),
+            g.sample(&at(0, 10 * MS, 20, false)),
             40,
             "0.8 more: still 40 whole calls"
         );
-        assert_eq!(g.sample(10 * MS, 20, false), 40, "20 is below half of 40.8");
-        assert_eq!(g.sample(10 * MS, 21, false), 41);
+        assert_eq!(
+            g.sample(&at(0, 10 * MS, 20, false)),
+            40,
+            "20 is below half of 40.8"
+        );
+        assert_eq!(g.sample(&at(0, 10 * MS, 21, false)), 41);
     }
 
     #[test]
@@ -385,15 +398,15 @@ mod tests {
         // One sample by hand: limit 20, long average (warm-up mean) 10 ms, sample 10 ms:
         // gradient min(1, 1.5) = 1, target 24, limit 20 * 0.8 + 24 * 0.2 = 20.8.
         let mut g = algorithm(AdaptiveLimit::gradient2().min_limit(1));
-        assert_eq!(g.sample(10 * MS, 20, false), 20);
+        assert_eq!(g.sample(&at(0, 10 * MS, 20, false)), 20);
         let Algorithm::Gradient2(state) = &g else {
             unreachable!()
         };
         assert!((state.limit - 20.8).abs() < 1e-9, "{}", state.limit);
         // Then 30 ms: long = mean(10, 30) = 20; gradient max(0.5, 1.5 * 20 / 30) = 1.0;
         // then 60 ms: long = mean(10, 30, 60) = 33.3; gradient 1.5 * 33.3 / 60 = 0.833.
-        g.sample(30 * MS, 20, false);
-        g.sample(60 * MS, 20, false);
+        g.sample(&at(0, 30 * MS, 20, false));
+        g.sample(&at(0, 60 * MS, 20, false));
         let Algorithm::Gradient2(state) = &g else {
             unreachable!()
         };
@@ -411,16 +424,16 @@ mod tests {
     fn vegas_grows_fast_with_no_queue_and_backs_off_on_drops() {
         let mut v = algorithm(AdaptiveLimit::vegas().initial_limit(20).max_limit(500));
         // The first sample sets the no-load latency.
-        assert_eq!(v.sample(10 * MS, 20, false), 20);
+        assert_eq!(v.sample(&at(0, 10 * MS, 20, false)), 20);
         // No queue (the same latency): limit + beta = 20 + 6 * 1 each time.
-        assert_eq!(v.sample(10 * MS, 20, false), 26);
-        assert_eq!(v.sample(10 * MS, 26, false), 32);
+        assert_eq!(v.sample(&at(0, 10 * MS, 20, false)), 26);
+        assert_eq!(v.sample(&at(0, 10 * MS, 26, false)), 32);
         // A drop: limit - log10 (1).
-        assert_eq!(v.sample(10 * MS, 32, true), 31);
+        assert_eq!(v.sample(&at(0, 10 * MS, 32, true)), 31);
         // Latency doubled: queue = ceil(31 * 0.5) = 16 > beta (6): limit - 1.
-        assert_eq!(v.sample(20 * MS, 31, false), 30);
+        assert_eq!(v.sample(&at(0, 20 * MS, 31, false)), 30);
         // Below half the limit in flight: no change.
-        assert_eq!(v.sample(10 * MS, 10, false), 30);
+        assert_eq!(v.sample(&at(0, 10 * MS, 10, false)), 30);
     }
 
     #[test]
@@ -431,10 +444,10 @@ mod tests {
                 .max_limit(10)
                 .probe_multiplier(2),
         );
-        v.sample(10 * MS, 10, false);
+        v.sample(&at(0, 10 * MS, 10, false));
         // Latency rises for good; within 2 * 10 samples a probe takes it as the new floor.
         for _ in 0..20 {
-            v.sample(50 * MS, 10, false);
+            v.sample(&at(0, 50 * MS, 10, false));
         }
         let Algorithm::Vegas(state) = &v else {
             unreachable!()
@@ -451,23 +464,23 @@ mod tests {
                 .initial_limit(20),
         );
         assert_eq!(
-            a.sample(MS, 10, false),
+            a.sample(&at(0, MS, 10, false)),
             21,
             "half the limit in flight: one more"
         );
-        assert_eq!(a.sample(MS, 10, false), 21, "below half: no change");
-        assert_eq!(a.sample(MS, 21, true), 18, "floor(21 * 0.9)");
+        assert_eq!(a.sample(&at(0, MS, 10, false)), 21, "below half: no change");
+        assert_eq!(a.sample(&at(0, MS, 21, true)), 18, "floor(21 * 0.9)");
         assert_eq!(
-            a.sample(6_000 * MS, 18, false),
+            a.sample(&at(0, 6_000 * MS, 18, false)),
             16,
             "slower than 5 s: a drop"
         );
         for _ in 0..20 {
-            a.sample(MS, 30, true);
+            a.sample(&at(0, MS, 30, true));
         }
         assert_eq!(a.limit(), 10, "never below min_limit");
         for _ in 0..50 {
-            a.sample(MS, 30, false);
+            a.sample(&at(0, MS, 30, false));
         }
         assert_eq!(a.limit(), 30, "never above max_limit");
     }

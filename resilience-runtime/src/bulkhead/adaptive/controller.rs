@@ -20,7 +20,7 @@ use super::algorithms::Algorithm;
 use super::limit::AdaptiveSettings;
 use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering, TryLockError};
 
-pub(crate) use super::algorithms::Estimates;
+pub(crate) use super::sample::{Estimates, Sample};
 
 /// The adaptive side of a bulkhead: off for a fixed limit.
 pub(crate) struct Controller {
@@ -112,17 +112,11 @@ impl Controller {
         }
     }
 
-    /// Takes the sample of a call that took `rtt` nanoseconds, released with `inflight` calls
-    /// holding permits (itself included); `dropped` if it timed out or was given up. Returns
-    /// the change of the limit, if any, after `apply` applied the new limit (still under the
-    /// algorithm, so that two changes apply in the order they were computed).
-    pub(crate) fn sample(
-        &self,
-        rtt: u64,
-        inflight: u32,
-        dropped: bool,
-        apply: impl FnOnce(u32),
-    ) -> Change {
+    /// Takes `sample`. Returns the change of the limit, if any, after `apply` applied the new
+    /// limit (still under the algorithm, so that two changes apply in the order they were
+    /// computed).
+    pub(crate) fn sample(&self, sample: Sample, apply: impl FnOnce(u32)) -> Change {
+        let dropped = sample.dropped;
         let mut guard = match self.algorithm.try_lock() {
             Ok(guard) => guard,
             // Nothing in the algorithm panics; were it poisoned, its state is still whole.
@@ -140,7 +134,7 @@ impl Controller {
             || (self.pending_drops.load(Ordering::Relaxed) != 0
                 && self.pending_drops.swap(0, Ordering::Relaxed) != 0);
         let before = algorithm.limit();
-        let after = algorithm.sample(rtt, inflight, dropped);
+        let after = algorithm.sample(&Sample { dropped, ..sample });
         self.publish(Some(algorithm));
         if after == before {
             return None;
