@@ -55,7 +55,7 @@ fn configs(seed: u64) -> Vec<BulkheadConfig> {
         let base = BulkheadConfig::builder()
             .max_wait_duration(wait)
             .fair_call_handling(fair);
-        let config = match rng.below(4) {
+        let config = match rng.below(5) {
             0 => base.max_concurrent_calls(3),
             1 => base.adaptive(
                 AdaptiveLimit::gradient2()
@@ -69,10 +69,16 @@ fn configs(seed: u64) -> Vec<BulkheadConfig> {
                     .initial_limit(2)
                     .max_limit(8),
             ),
-            _ => base.adaptive(
+            3 => base.adaptive(
                 AdaptiveLimit::aimd()
                     .min_limit(1)
                     .initial_limit(8)
+                    .max_limit(8),
+            ),
+            _ => base.adaptive(
+                AdaptiveLimit::knee()
+                    .min_limit(1)
+                    .initial_limit(3)
                     .max_limit(8),
             ),
         };

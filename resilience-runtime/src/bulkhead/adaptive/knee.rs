@@ -378,14 +378,14 @@ mod tests {
         Knee::new(f64::from(initial), (1.0, 500.0))
     }
 
-    /// A dependency with `workers` workers serving first come, first served, in front of
+    /// A dependency with `workers(now)` workers serving first come, first served, in front of
     /// `callers` callers that call again as soon as a call ends (admitted while the limit
     /// allows), in virtual time, every call a sample (as on a manual clock). `service(now)` is
     /// the mean service time at `now`, each call's jittered by ±25 %. Returns the limit every
     /// `every` nanoseconds until `until`.
     fn closed_loop(
         k: &mut Knee,
-        workers: usize,
+        workers: impl Fn(u64) -> usize,
         callers: u32,
         service: impl Fn(u64) -> u64,
         until: u64,
@@ -408,12 +408,14 @@ mod tests {
         while now < until {
             while held < limit(k) && held < callers {
                 held += 1;
-                if serving.len() < workers {
-                    let end = now + (service(now) as f64 * jitter()) as u64;
-                    serving.push(Reverse((end, now)));
-                } else {
-                    queued.push_back(now);
-                }
+                queued.push_back(now);
+            }
+            while serving.len() < workers(now) {
+                let Some(admitted) = queued.pop_front() else {
+                    break;
+                };
+                let end = now + (service(now) as f64 * jitter()) as u64;
+                serving.push(Reverse((end, admitted)));
             }
             let Reverse((end, admitted)) = serving.pop().expect("a call in flight");
             now = end;
@@ -428,10 +430,6 @@ mod tests {
                 dropped: false,
             });
             held -= 1;
-            if let Some(admitted) = queued.pop_front() {
-                let end = now + (service(now) as f64 * jitter()) as u64;
-                serving.push(Reverse((end, admitted)));
-            }
         }
         trace
     }
@@ -451,7 +449,7 @@ mod tests {
             (400, 200 * MS),
         ] {
             let mut k = knee(start);
-            let trace = closed_loop(&mut k, 60, 500, |_| service, 60 * S, S / 2);
+            let trace = closed_loop(&mut k, |_| 60, 500, |_| service, 60 * S, S / 2);
             let settled = &trace[trace.len() - 40..];
             // The pairs' phases (a seventh of the time) sit at 0.87 and 1.15 times the knee.
             assert!(
@@ -474,7 +472,7 @@ mod tests {
             t => 20 * MS + 180 * MS * t / (6 * S),
         };
         let mut k = knee(10);
-        let trace = closed_loop(&mut k, 60, 500, service, 15 * S, S / 10);
+        let trace = closed_loop(&mut k, |_| 60, 500, service, 15 * S, S / 10);
         for (from, to) in [(10, 60), (60, 110), (120, 150)] {
             let window = &trace[from..to];
             assert!(
@@ -487,10 +485,34 @@ mod tests {
     }
 
     #[test]
+    fn follows_the_workers_down_and_up_again() {
+        // Half the workers go away at 20 s and come back at 40 s; the service time holds.
+        let workers = |now: u64| {
+            if (20 * S..40 * S).contains(&now) {
+                30
+            } else {
+                60
+            }
+        };
+        let mut k = knee(60);
+        let trace = closed_loop(&mut k, workers, 500, |_| 50 * MS, 60 * S, S / 2);
+        for (from, to, around) in [(20, 40, 60), (60, 80, 30), (100, 120, 60)] {
+            let window = &trace[from..to];
+            let median = median(window);
+            assert!(
+                median.abs_diff(around) <= around / 10,
+                "{}-{} s: {window:?}",
+                from / 2,
+                to / 2
+            );
+        }
+    }
+
+    #[test]
     fn a_limit_the_demand_does_not_fill_is_kept() {
         // 30 callers before 60 workers: no queue at any limit the demand reaches.
         let mut k = knee(40);
-        let trace = closed_loop(&mut k, 60, 30, |_| 20 * MS, 20 * S, S / 2);
+        let trace = closed_loop(&mut k, |_| 60, 30, |_| 20 * MS, 20 * S, S / 2);
         // The first pair tries below the knee; once it finds the demand holding the calls,
         // no pair goes below it.
         assert!(
