@@ -20,19 +20,22 @@
 //!         one more while the probe's calls end; then the probe is judged against the two
 //!         phases at the knee around it (their latencies averaged: a steady drift cancels)
 //! probe   up: knee × width;  down: min(knee, the calls the demand made) / width (it must
+//!         bind); always down while the demand does not fill the limit (an up probe cannot
 //!         bind); the first goes toward the demand (up if it filled the initial limit);
 //!         width 4 until a queue is first seen, then within [1.15, 2]
 //! judge   lo, hi = the probe and the knee phases, fewer calls first
 //!         est  = hi.calls × rtt(lo) / rtt(hi)   (no queue at lo: rtt(lo) is the service
 //!                time; past the knee a call waits for those ahead, rtt grows with calls)
 //!         flat = rtt(hi) within 2 σ of rtt(lo) (σ: their means' noise), or est ≥ 0.95 hi
-//!         skip (and probe the other way) if hi < 1.1 lo (the demand held the probe), a
-//!         step (the knee phases 2× apart) or more latency than calls (no queue does that)
-//!   up probe:   flat → knee = hi.calls, width² (the demand held hi: knee ≥ hi.calls, down)
+//!         skip (and probe the other way) if hi < 1.1 lo (the demand held the probe); skip
+//!         if a step (the knee phases' latencies 2× apart, beyond their calls' ratio) or
+//!         more latency than calls (no queue does that)
+//!   up probe:   flat → knee = hi.calls, width² (the demand held hi: knee ≥ 2 hi.calls,
+//!               at most the probe's limit; down next)
 //!               est ≥ 1.05 lo → knee = est, narrower, down next
 //!               else → a queue at the knee already: narrower, down next
 //!   down probe: flat → no queue at the knee: narrower, up next (the demand held the knee
-//!               phases: no probe below that demand again until it grows 15 %)
+//!               phases: no probe until that demand grows 15 %)
 //!               est ≤ 1.05 lo → a queue at the probe too: knee = est, width², down again
 //!               else → knee = est, narrower, up next
 //!   narrower = √width; once narrow, knee moves half way to est (one probe's noise, half)
@@ -223,11 +226,15 @@ impl Knee {
                     // limit, down (below the calls it made) if not.
                     self.down = !held.filled();
                 }
-                if self.down && !held.filled() && held.calls() <= 1.15 * self.free_below {
+                if held.filled() {
+                    Step::Probe
+                } else if held.calls() <= 1.15 * self.free_below {
                     // The demand holds the calls where no queue was found: a probe below
-                    // it would hold callers back to learn nothing new.
-                    Step::Hold(HOLD)
+                    // it would hold callers back to learn nothing new. Until it grows.
+                    Step::Hold(1)
                 } else {
+                    // The demand does not fill the limit: a probe above cannot bind.
+                    self.down = true;
                     Step::Probe
                 }
             }
@@ -263,14 +270,17 @@ impl Knee {
     /// Returns whether the knee moved by more than a tenth (or cannot tell yet).
     fn judge(&mut self) -> bool {
         let [before, probe, after, _] = self.phases;
+        let probe_limit = probe.limit;
         let (Some(rtt_before), Some(rtt_probe), Some(rtt_after)) =
             (before.rtt(), probe.rtt(), after.rtt())
         else {
             return true;
         };
-        // A service time that doubled across the probe moved by a step, not steadily, and
-        // does not cancel: probe again.
-        if rtt_before.max(rtt_after) > 2.0 * rtt_before.min(rtt_after) {
+        // A latency that doubled across the probe, more than the calls explain (the demand
+        // may have moved them), is a service time that moved by a step, not steadily: it
+        // does not cancel; probe again.
+        let calls = before.calls().max(after.calls()) / before.calls().min(after.calls()).max(1.0);
+        if rtt_before.max(rtt_after) > 2.0 * calls.max(1.0) * rtt_before.min(rtt_after) {
             return true;
         }
         let knee = Point {
@@ -324,12 +334,14 @@ impl Knee {
             if flat {
                 // No queue at the knee: the knee is at or above it (unless the demand held
                 // the calls below it: then only the demand is known to be below).
+                self.down = false;
                 if hi.filled {
                     self.width = narrow;
                 } else {
+                    // The demand held the calls: below them again once they grow.
                     self.free_below = hi.calls;
+                    return true;
                 }
-                self.down = false;
             } else if est <= 1.05 * lo.calls {
                 // A queue at the probe too: further down.
                 self.knee = est;
@@ -350,7 +362,9 @@ impl Knee {
                     (self.width * self.width).min(STARTUP_WIDTH)
                 };
             } else {
-                self.knee = self.knee.max(hi.calls);
+                // No queue up to the demand: room for it to grow, up to twice, at no cost
+                // while it does not.
+                self.knee = self.knee.max((2.0 * hi.calls).min(probe_limit));
                 self.down = true;
             }
         } else if est >= 1.05 * lo.calls {
