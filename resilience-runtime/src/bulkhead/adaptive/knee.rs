@@ -30,8 +30,8 @@
 //!         skip (and probe the other way) if hi < 1.1 lo (the demand held the probe); skip
 //!         if a step (the knee phases' latencies 2× apart, beyond their calls' ratio) or
 //!         more latency than calls (no queue does that)
-//!   up probe:   flat → knee = hi.calls, width² (the demand held hi: knee ≥ 2 hi.calls,
-//!               at most the probe's limit; down next)
+//!   up probe:   flat → knee = hi.calls, width² (the demand held hi: knee = max(knee,
+//!               min(2 hi.calls, the probe's limit)), room for the demand; down next)
 //!               est ≥ 1.05 lo → knee = est, narrower, down next
 //!               else → a queue at the knee already: narrower, down next
 //!   down probe: flat → no queue at the knee: narrower, up next (the demand held the knee
