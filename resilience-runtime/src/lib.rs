@@ -50,6 +50,7 @@ mod config_debug;
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub mod document;
 mod error;
+pub mod fleet;
 mod gate;
 #[cfg(feature = "metrics")]
 mod metrics_export;

@@ -127,6 +127,8 @@ impl Kept for RateLimiterEvent {
     fn kept(&self) -> Option<&'static str> {
         match self {
             RateLimiterEvent::FailedAcquire { .. } => Some("failed_acquire"),
+            RateLimiterEvent::FleetUnavailable { .. } => Some("fleet_unavailable"),
+            RateLimiterEvent::FleetRestored { .. } => Some("fleet_restored"),
             RateLimiterEvent::SuccessfulAcquire { .. } => None,
         }
     }

@@ -217,6 +217,29 @@ impl Forward for RateLimiter {
                 );
             }
             RateLimiterEvent::SuccessfulAcquire { .. } => {}
+            RateLimiterEvent::FleetUnavailable {
+                name,
+                fallback,
+                reason,
+            } => {
+                tracing::warn!(
+                    target: "resilience",
+                    aspect = "rate_limiter",
+                    name = name.as_str(),
+                    fallback = fallback.as_str(),
+                    reason = reason.as_str(),
+                    "rate limiter `{name}` cannot reach Redis: calls go by its fallback, \
+                     `{fallback}`"
+                );
+            }
+            RateLimiterEvent::FleetRestored { name } => {
+                tracing::info!(
+                    target: "resilience",
+                    aspect = "rate_limiter",
+                    name = name.as_str(),
+                    "rate limiter `{name}` reaches Redis again: calls go by the fleet limit"
+                );
+            }
         });
     }
 }

@@ -28,7 +28,7 @@ use crate::plan::ReentrancyPolicy;
 use keys::{settings, KeySeed, NameSeed, Table};
 use raw::{
     BulkheadSettings, CircuitBreakerSettings, PrecedenceSettings, RateLimiterSettings,
-    RetrySettings, TimeLimiterSettings,
+    RedisSettings, RetrySettings, TimeLimiterSettings,
 };
 
 settings! {
@@ -42,6 +42,7 @@ settings! {
         precedence: PrecedenceSettings,
         reentrancy_policy: ReentrancyPolicy,
         require_configured: bool,
+        redis: RedisSettings,
     }
 }
 

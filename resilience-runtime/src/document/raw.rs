@@ -12,6 +12,7 @@ use super::keys::{choice, settings, SetKeys};
 use crate::bulkhead::{AdaptiveLimit, BulkheadConfig, LimitAlgorithm};
 use crate::circuit_breaker::{CircuitBreakerConfig, CircuitState, WindowType};
 use crate::error::ConfigError;
+use crate::fleet::{Backend, FleetFallback};
 use crate::plan::ReentrancyPolicy;
 use crate::rate_limiter::RateLimiterConfig;
 use crate::retry::RetryConfig;
@@ -224,6 +225,134 @@ settings! {
         limit_for_period: u32,
         limit_refresh_period: Dur,
         timeout_duration: Dur,
+        backend: BackendSetting,
+        redis_fallback: FallbackSetting,
+    }
+}
+
+/// `backend = "local" | "redis"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BackendSetting {
+    Local,
+    Redis,
+}
+
+impl<'de> Deserialize<'de> for BackendSetting {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_str(ChoiceVisitor {
+            what: "backend",
+            choices: &[
+                ("local", BackendSetting::Local),
+                ("redis", BackendSetting::Redis),
+            ],
+        })
+    }
+}
+
+/// `redis_fallback = "local_share" | "admit" | "refuse"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FallbackSetting(FleetFallback);
+
+impl<'de> Deserialize<'de> for FallbackSetting {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_str(ChoiceVisitor {
+            what: "Redis fallback",
+            choices: &[
+                ("local_share", FallbackSetting(FleetFallback::LocalShare)),
+                ("admit", FallbackSetting(FleetFallback::Admit)),
+                ("refuse", FallbackSetting(FleetFallback::Refuse)),
+            ],
+        })
+    }
+}
+
+/// The backend `backend` and `redis_fallback` write, if they write one.
+fn backend_of(
+    backend: Option<BackendSetting>,
+    fallback: Option<FallbackSetting>,
+) -> Result<Option<Backend>, ConfigError> {
+    match (backend, fallback) {
+        (None, None) => Ok(None),
+        (Some(BackendSetting::Local), None) => Ok(Some(Backend::local())),
+        (None | Some(BackendSetting::Local), Some(_)) => Err(ConfigError::new(
+            "redis_fallback",
+            "`redis_fallback` takes effect only with `backend = \"redis\"` in the same table; \
+             add it, or remove `redis_fallback`",
+        )),
+        (Some(BackendSetting::Redis), fallback) => {
+            #[cfg(feature = "redis")]
+            {
+                let fallback = fallback.map_or(FleetFallback::default(), |f| f.0);
+                Ok(Some(Backend::redis().fallback(fallback)))
+            }
+            #[cfg(not(feature = "redis"))]
+            {
+                let _ = fallback;
+                Err(ConfigError::new(
+                    "backend",
+                    "`redis` needs the `redis` feature of resilience-runtime: enable it, or \
+                     write `backend = \"local\"`",
+                ))
+            }
+        }
+    }
+}
+
+settings! {
+    /// `[redis]`: the connection of the fleet instances that name no other
+    /// ([`RedisConnection`](crate::fleet::RedisConnection)).
+    pub(crate) struct RedisSettings ("redis settings") {
+        url: String,
+        command_timeout: Dur,
+        heartbeat_interval: Dur,
+        key_prefix: String,
+    }
+}
+
+#[cfg(feature = "redis")]
+impl RedisSettings {
+    /// The connection these settings describe: `current` when it is the same, else a new one
+    /// (so a document applied again keeps its instances' connection).
+    pub(crate) fn connection(
+        &self,
+        current: Option<crate::fleet::RedisConnection>,
+    ) -> Result<crate::fleet::RedisConnection, ConfigError> {
+        use crate::fleet::RedisConnection;
+        let url = match &self.url {
+            Some(url) => url.clone(),
+            None => std::env::var(RedisConnection::URL_VARIABLE).map_err(|_| {
+                ConfigError::new(
+                    "url",
+                    format!(
+                        "`[redis]` needs a `url` (or the environment's {})",
+                        RedisConnection::URL_VARIABLE
+                    ),
+                )
+            })?,
+        };
+        let command_timeout = self
+            .command_timeout
+            .map_or(RedisConnection::DEFAULT_COMMAND_TIMEOUT, |Dur(d)| d);
+        let heartbeat_interval = self
+            .heartbeat_interval
+            .map_or(RedisConnection::DEFAULT_HEARTBEAT_INTERVAL, |Dur(d)| d);
+        let key_prefix = self
+            .key_prefix
+            .clone()
+            .unwrap_or_else(|| RedisConnection::DEFAULT_KEY_PREFIX.to_owned());
+        if let Some(current) = current.filter(|c| {
+            c.url() == url
+                && c.command_timeout() == command_timeout
+                && c.heartbeat_interval() == heartbeat_interval
+                && c.key_prefix() == key_prefix
+        }) {
+            return Ok(current);
+        }
+        RedisConnection::builder(url)
+            .command_timeout(command_timeout)
+            .heartbeat_interval(heartbeat_interval)
+            .key_prefix(key_prefix)
+            .build()
     }
 }
 
@@ -244,6 +373,9 @@ impl Settings for RateLimiterSettings {
         if let Some(Dur(d)) = self.timeout_duration {
             b = b.timeout_duration(d);
         }
+        if let Some(backend) = backend_of(self.backend, self.redis_fallback)? {
+            b = b.backend(backend);
+        }
         b.build()
     }
 
@@ -251,6 +383,8 @@ impl Settings for RateLimiterSettings {
         match field {
             // A limit is refused against its period: the limit is named first.
             "limit_for_period" => &["limit_for_period", "limit_refresh_period"],
+            // A default period too short for Redis: the backend that asks for more.
+            "limit_refresh_period" => &["limit_refresh_period", "backend"],
             _ => &[],
         }
     }

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::error::ConfigError;
+use crate::fleet::Backend;
 use crate::name::Name;
 
 /// The highest rate a rate limiter accepts: one permission per nanosecond of
@@ -56,12 +57,14 @@ pub struct RateLimiterConfig {
     limit_for_period: Option<u32>,
     limit_refresh_period: Option<Duration>,
     timeout_duration: Option<Duration>,
+    backend: Option<Backend>,
 }
 
 crate::config_debug::debug_effective!(RateLimiterConfig {
     limit_for_period,
     limit_refresh_period,
     timeout_duration,
+    backend,
 });
 
 impl RateLimiterConfig {
@@ -95,6 +98,17 @@ impl RateLimiterConfig {
             .unwrap_or(Self::DEFAULT_TIMEOUT_DURATION)
     }
 
+    /// Where the limiter's state lives: this process (the default) or Redis, shared by the
+    /// fleet ([`crate::fleet`]).
+    pub fn backend(&self) -> Backend {
+        self.backend.clone().unwrap_or_default()
+    }
+
+    /// The backend as set, for the registry to give a Redis one its connection.
+    pub(crate) fn backend_field(&mut self) -> Option<&mut Backend> {
+        self.backend.as_mut()
+    }
+
     /// The named configuration this one inherits unset fields from, if any.
     pub fn base(&self) -> Option<&str> {
         self.base.as_deref()
@@ -111,6 +125,7 @@ impl RateLimiterConfig {
             limit_for_period: self.limit_for_period.or(base.limit_for_period),
             limit_refresh_period: self.limit_refresh_period.or(base.limit_refresh_period),
             timeout_duration: self.timeout_duration.or(base.timeout_duration),
+            backend: self.backend.clone().or_else(|| base.backend.clone()),
         };
         merged.validate()?;
         Ok(merged)
@@ -145,6 +160,19 @@ impl RateLimiterConfig {
                 ),
             ));
         };
+        if !self.backend().is_local() && period < Duration::from_millis(1) {
+            let got = match self.limit_refresh_period {
+                Some(_) => format!("{period:?}"),
+                None => format!("the default {period:?}; set `limit_refresh_period`"),
+            };
+            return Err(ConfigError::new(
+                "limit_refresh_period",
+                format!(
+                    "must be at least 1ms with a Redis backend, got {got} (a cycle shorter than a \
+                     few round trips to Redis cannot be shared by a fleet)"
+                ),
+            ));
+        }
         // `limit / period <= 1` permission per nanosecond, so the timeline lasts 584 years.
         if u64::from(limit) > period_nanos * u64::from(MAX_PERMISSIONS_PER_NANOSECOND) {
             return Err(ConfigError::new(
@@ -191,6 +219,14 @@ impl RateLimiterConfigBuilder {
     /// registry installs this configuration.
     pub fn base(mut self, base: impl Into<Name>) -> Self {
         self.config.base = Some(base.into());
+        self
+    }
+
+    /// Where the limiter's state lives: [`Backend::local`] (the default), or Redis with
+    /// `Backend::redis()` (feature `redis`): one limit shared by every replica that names this
+    /// instance; see [`crate::fleet`]. With Redis, `limit_refresh_period` must be at least 1 ms.
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.config.backend = Some(backend);
         self
     }
 

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::fleet::FleetFallback;
 use crate::name::Name;
 
 /// Something a rate limiter did, delivered to the callbacks registered with
@@ -50,6 +51,22 @@ pub enum RateLimiterEvent {
         /// How long until the earliest permission not reserved becomes available.
         retry_after: Duration,
     },
+    /// A fleet limiter's Redis did not answer: calls go by `fallback` until it does again.
+    #[non_exhaustive]
+    FleetUnavailable {
+        /// The rate limiter.
+        name: Name,
+        /// What decides the calls meanwhile.
+        fallback: FleetFallback,
+        /// What went wrong, in a line.
+        reason: String,
+    },
+    /// A fleet limiter's Redis answers again: calls go by the fleet limit.
+    #[non_exhaustive]
+    FleetRestored {
+        /// The rate limiter.
+        name: Name,
+    },
 }
 
 impl RateLimiterEvent {
@@ -57,7 +74,9 @@ impl RateLimiterEvent {
     pub fn name(&self) -> &Name {
         match self {
             RateLimiterEvent::SuccessfulAcquire { name, .. }
-            | RateLimiterEvent::FailedAcquire { name, .. } => name,
+            | RateLimiterEvent::FailedAcquire { name, .. }
+            | RateLimiterEvent::FleetUnavailable { name, .. }
+            | RateLimiterEvent::FleetRestored { name } => name,
         }
     }
 }
@@ -73,6 +92,18 @@ impl fmt::Display for RateLimiterEvent {
                 f,
                 "rate limiter `{name}` refused a permission (one is free in {retry_after:?})"
             ),
+            RateLimiterEvent::FleetUnavailable {
+                name,
+                fallback,
+                reason,
+            } => write!(
+                f,
+                "rate limiter `{name}` cannot reach its fleet limit ({reason}); calls go by \
+                 its fallback, `{fallback}`"
+            ),
+            RateLimiterEvent::FleetRestored { name } => {
+                write!(f, "rate limiter `{name}` reaches its fleet limit again")
+            }
         }
     }
 }

@@ -32,6 +32,7 @@ pub struct RateLimiterMetrics {
     pub(super) number_of_waiting_threads: u64,
     pub(super) permitted_calls: u64,
     pub(super) rejected_calls: u64,
+    pub(super) fleet_fallback_calls: u64,
 }
 
 impl RateLimiterMetrics {
@@ -54,5 +55,11 @@ impl RateLimiterMetrics {
     /// Callers refused with [`Rejected::RequestNotPermitted`](crate::Rejected).
     pub fn rejected_calls(&self) -> u64 {
         self.rejected_calls
+    }
+
+    /// Calls a fleet limiter decided by its fallback while Redis did not answer (0 for a local
+    /// limiter).
+    pub fn fleet_fallback_calls(&self) -> u64 {
+        self.fleet_fallback_calls
     }
 }

@@ -19,6 +19,8 @@
 
 mod config;
 mod events;
+#[cfg(feature = "redis")]
+mod fleet;
 mod metrics;
 mod timeline;
 
@@ -105,6 +107,12 @@ pub struct RateLimiter {
     /// never goes down while operations are in flight.
     reported_at_once: AtomicU64,
     rejected: AtomicU64,
+    /// The Redis side of a fleet limiter (`None`: local), and whether there is one: the local
+    /// path reads the flag alone.
+    #[cfg(feature = "redis")]
+    fleet: arc_swap::ArcSwapOption<fleet::Fleet>,
+    #[cfg(feature = "redis")]
+    has_fleet: std::sync::atomic::AtomicBool,
 }
 
 /// What a guarded call does next, from [`RateLimiter::try_acquire_or_wait`].
@@ -154,8 +162,15 @@ impl RateLimiter {
     /// precise clock, or from the coarse one when the period is at least 100 times its
     /// resolution (then paused tokio time drives the waits but not the cycles).
     pub fn with_clock(name: impl Into<Name>, config: RateLimiterConfig, clock: Clock) -> Self {
+        let name = name.into();
+        #[cfg(feature = "redis")]
+        let fleet = fleet::Fleet::new(&name, &config).map(Arc::new);
         RateLimiter {
-            name: name.into(),
+            #[cfg(feature = "redis")]
+            has_fleet: std::sync::atomic::AtomicBool::new(fleet.is_some()),
+            #[cfg(feature = "redis")]
+            fleet: arc_swap::ArcSwapOption::new(fleet),
+            name,
             id: crate::next_instance_id(),
             timeline: Timeline::new(params_for(&config, &clock)),
             config: Mutex::new(config),
@@ -216,12 +231,50 @@ impl RateLimiter {
             return;
         }
         self.timeline.reconfigure(params_for(&config, &self.clock));
+        #[cfg(feature = "redis")]
+        {
+            let fleet = fleet::Fleet::new(&self.name, &config).map(Arc::new);
+            self.has_fleet
+                .store(fleet.is_some(), std::sync::atomic::Ordering::Relaxed);
+            self.fleet.store(fleet);
+        }
         *current = config;
+    }
+
+    /// The Redis side, for a fleet limiter (one relaxed load when there is none).
+    #[cfg(feature = "redis")]
+    #[inline]
+    fn fleet(&self) -> Option<Arc<fleet::Fleet>> {
+        if self.has_fleet.load(std::sync::atomic::Ordering::Relaxed) {
+            self.fleet.load_full()
+        } else {
+            None
+        }
+    }
+
+    /// Counts a caller waiting for its cycle while the guard lives.
+    #[cfg(feature = "redis")]
+    fn count_waiting(&self) -> impl Drop + '_ {
+        struct Counted<'a>(&'a AtomicU64);
+        impl Drop for Counted<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        Counted(&self.waiting)
     }
 
     /// The permissions left in the current cycle; negative when waiters have reserved
     /// permissions of later cycles (Resilience4j's `getAvailablePermissions`).
+    ///
+    /// For a fleet limiter ([`Backend::redis`](crate::fleet::Backend)), the permissions left
+    /// across the fleet when Redis last answered this process.
     pub fn available_permissions(&self) -> i64 {
+        #[cfg(feature = "redis")]
+        if let Some(fleet) = self.fleet() {
+            return fleet.available();
+        }
         self.timeline.available(&self.clock)
     }
 
@@ -232,12 +285,21 @@ impl RateLimiter {
             .reported_at_once
             .fetch_max(at_once, Ordering::Relaxed)
             .max(at_once);
+        #[allow(unused_mut)]
+        let (mut fleet_permitted, mut fleet_fallback_calls) = (0, 0);
+        #[cfg(feature = "redis")]
+        if let Some(fleet) = self.fleet() {
+            fleet_permitted = fleet.permitted.load(Ordering::Relaxed);
+            fleet_fallback_calls = fleet.fallback_calls.load(Ordering::Relaxed);
+        }
         RateLimiterMetrics {
             available_permissions: self.available_permissions(),
             number_of_waiting_threads: self.waiting.load(Ordering::Relaxed),
             permitted_calls: at_once
-                .saturating_add(self.permitted_after_wait.load(Ordering::Relaxed)),
+                .saturating_add(self.permitted_after_wait.load(Ordering::Relaxed))
+                .saturating_add(fleet_permitted),
             rejected_calls: self.rejected.load(Ordering::Relaxed),
+            fleet_fallback_calls,
         }
     }
 
@@ -270,6 +332,10 @@ impl RateLimiter {
     /// consumed.
     #[inline]
     pub fn try_acquire(&self) -> Result<(), Rejected> {
+        #[cfg(feature = "redis")]
+        if let Some(fleet) = self.fleet() {
+            return fleet.acquire_blocking(self, false);
+        }
         match self.timeline.take(&self.clock, Mode::Now) {
             Take::Granted => {
                 self.granted(Duration::ZERO);
@@ -286,6 +352,10 @@ impl RateLimiter {
     /// at once. See [`Admission`].
     #[inline]
     pub(crate) fn try_acquire_or_wait(&self) -> Admission {
+        #[cfg(feature = "redis")]
+        if let Some(fleet) = self.fleet() {
+            return fleet.first_step(self);
+        }
         match self.timeline.take(&self.clock, Mode::Probe) {
             Take::Granted => {
                 self.granted(Duration::ZERO);
@@ -327,6 +397,15 @@ impl RateLimiter {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn acquire_blocking(&self) -> Result<(), Rejected> {
+        #[cfg(feature = "redis")]
+        if let Some(fleet) = self.fleet() {
+            return fleet.acquire_blocking(self, true);
+        }
+        self.acquire_blocking_local()
+    }
+
+    /// [`acquire_blocking`](Self::acquire_blocking) on this process's timeline.
+    fn acquire_blocking_local(&self) -> Result<(), Rejected> {
         if let Some(mut waiter) = self.reserve()? {
             let reservation = waiter.reservation();
             match Blocking::here() {
@@ -393,6 +472,15 @@ impl RateLimiter {
     /// # }
     /// ```
     pub async fn acquire(&self) -> Result<(), Rejected> {
+        #[cfg(feature = "redis")]
+        if let Some(fleet) = self.fleet() {
+            return fleet.acquire(self, true).await;
+        }
+        self.acquire_local().await
+    }
+
+    /// [`acquire`](Self::acquire) on this process's timeline.
+    async fn acquire_local(&self) -> Result<(), Rejected> {
         if let Some(mut waiter) = self.reserve()? {
             let reservation = waiter.reservation();
             self.clock

@@ -9,6 +9,7 @@ use super::{Registered, Registry, State};
 use crate::aspect::{aspect_table, Aspect};
 use crate::bulkhead::{Bulkhead, BulkheadConfig};
 use crate::circuit_breaker::{CircuitBreaker, CircuitBreakerConfig};
+use crate::document::keys::SetKeys;
 use crate::document::raw::{
     BulkheadSettings, CircuitBreakerSettings, PrecedenceSettings, RateLimiterSettings,
     RetrySettings, Settings, TimeLimiterSettings,
@@ -17,6 +18,7 @@ use crate::document::{
     Change, ChangeKind, Changes, ConfigDocument, DocumentError, DocumentSettings, Section, Setting,
 };
 use crate::error::ConfigError;
+use crate::fleet::Connection;
 use crate::name::Name;
 use crate::rate_limiter::{RateLimiter, RateLimiterConfig};
 use crate::retry::{Retry, RetryConfig};
@@ -47,8 +49,10 @@ impl Registry {
     #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
     pub fn apply_document(&self, document: &ConfigDocument) -> Result<Changes, DocumentError> {
         let settings = &document.settings;
+        let redis = self.document_connection(settings)?;
+        let redis_for = || redis.clone().or_else(|| self.fleet_connection());
         self.change_with(|state, clock| {
-            let kinds = PreparedKinds::prepare(state, settings)?;
+            let kinds = PreparedKinds::prepare(self, state, settings, &redis_for)?;
             let (precedence, precedence_set) = prepare_precedence(state, settings)?;
 
             // Everything is resolved: from here on nothing fails.
@@ -65,6 +69,10 @@ impl Registry {
             }
             state.precedence = precedence;
             state.precedence_from_document = precedence_set;
+            #[cfg(feature = "redis")]
+            if let Some(redis) = &redis {
+                self.set_redis(redis.clone());
+            }
             apply_switch(
                 settings.reentrancy_policy,
                 (&mut state.reentrancy, &mut state.reentrancy_from_document),
@@ -142,6 +150,43 @@ impl Registry {
     }
 }
 
+impl Registry {
+    /// The connection a document's `[redis]` table describes (the registry's own when it is
+    /// the same), or `None` when it has none.
+    fn document_connection(
+        &self,
+        settings: &DocumentSettings,
+    ) -> Result<Option<Connection>, DocumentError> {
+        let Some(redis) = &settings.redis else {
+            return Ok(None);
+        };
+        let at = |e: ConfigError| {
+            let key = if redis.set_keys().contains(&e.field()) {
+                vec!["redis".to_owned(), e.field().to_owned()]
+            } else {
+                vec!["redis".to_owned()]
+            };
+            DocumentError::config(key, e)
+        };
+        #[cfg(feature = "redis")]
+        return redis
+            .connection(
+                self.redis
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone(),
+            )
+            .map(Some)
+            .map_err(at);
+        #[cfg(not(feature = "redis"))]
+        return Err(at(ConfigError::new(
+            "redis",
+            "a `[redis]` table needs the `redis` feature of resilience-runtime: enable it, or \
+             remove the table",
+        )));
+    }
+}
+
 /// The key path of `name`'s table in `section` of kind `aspect`, and of its `key` if known.
 fn table_path(aspect: Aspect, section: &str, name: &str, key: Option<&str>) -> Vec<String> {
     let mut path = vec![
@@ -203,9 +248,19 @@ macro_rules! prepared_kinds {
 
         impl PreparedKinds {
             /// Resolves every kind's section, in the table's order, changing nothing.
-            fn prepare(state: &State, settings: &DocumentSettings) -> Result<Self, DocumentError> {
+            fn prepare(
+                registry: &Registry,
+                state: &State,
+                settings: &DocumentSettings,
+                redis: &dyn Fn() -> Option<Connection>,
+            ) -> Result<Self, DocumentError> {
                 Ok(PreparedKinds {
-                    $($field: prepare::<$instance>(state, <$instance as Documented>::section(settings))?,)*
+                    $($field: prepare::<$instance>(
+                        registry,
+                        state,
+                        <$instance as Documented>::section(settings),
+                        redis,
+                    )?,)*
                 })
             }
 
@@ -233,14 +288,25 @@ aspect_table!(prepared_kinds);
 
 /// Resolves one kind's section, changing nothing.
 fn prepare<I: Documented>(
+    registry: &Registry,
     state: &State,
     section: Option<&Section<I::Settings>>,
+    redis: &dyn Fn() -> Option<Connection>,
 ) -> Result<Prepared<I::Config>, DocumentError> {
     let aspect = I::ASPECT;
     let empty = Section::default();
     let section = section.unwrap_or(&empty);
     let build = |where_: &str, name: &str, settings: &I::Settings| {
-        settings.build().map_err(|e| {
+        let mut config = settings.build();
+        if let Ok(config) = &mut config {
+            if let Err(e) = registry.resolve_backend(config, redis) {
+                return Err(DocumentError::config(
+                    table_path(aspect, where_, name, Some("backend")),
+                    e,
+                ));
+            }
+        }
+        config.map_err(|e| {
             let key = settings.blame(e.field());
             DocumentError::config(table_path(aspect, where_, name, key), e)
         })

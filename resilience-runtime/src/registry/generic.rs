@@ -70,8 +70,9 @@ impl Registry {
     pub(super) fn configure_of<I: Registered>(
         &self,
         name: Name,
-        config: I::Config,
+        mut config: I::Config,
     ) -> Result<(), ConfigError> {
+        self.resolve_backend(&mut config, || self.fleet_connection())?;
         self.change(|state, clock| {
             I::table_mut(state).configure(name, config, |n, c| self.made::<I>(n, c, clock))
         })
@@ -80,8 +81,9 @@ impl Registry {
     /// Replaces the default configuration of a kind (see the named methods).
     pub(super) fn configure_default_of<I: Registered>(
         &self,
-        config: I::Config,
+        mut config: I::Config,
     ) -> Result<(), ConfigError> {
+        self.resolve_backend(&mut config, || self.fleet_connection())?;
         self.change(|state, clock| {
             I::table_mut(state).configure_default(config, |n, c| self.made::<I>(n, c, clock))
         })

@@ -13,7 +13,7 @@ use crate::error::ConfigError;
 use crate::name::Name;
 
 /// A configuration type that can sit in a [`Kind`].
-pub(crate) trait Config: Clone + PartialEq + Default {
+pub(crate) trait Config: Clone + PartialEq + Default + crate::fleet::HasBackend {
     fn base(&self) -> Option<&str>;
     fn inherit(&self, base: &Self) -> Result<Self, ConfigError>;
 }

@@ -8,6 +8,7 @@ mod generic;
 mod kind;
 mod named;
 mod precedence;
+mod redis;
 mod scope;
 
 #[cfg(test)]
@@ -102,6 +103,9 @@ pub struct Registry {
     /// is added, the later ones from their creation. Written under `state`'s write lock, read
     /// under it (instances are created under it), so no instance is tapped twice or missed.
     taps: RwLock<Vec<Tap>>,
+    /// The connection of the fleet instances that name none of their own.
+    #[cfg(feature = "redis")]
+    redis: Mutex<Option<crate::fleet::RedisConnection>>,
 }
 
 /// A destination of every instance's rare events.
@@ -164,6 +168,8 @@ impl Registry {
     /// A registry whose guards read `clock`, such as a [`ManualClock`](crate::ManualClock).
     pub fn with_clock(clock: impl Into<Clock>) -> Self {
         Registry {
+            #[cfg(feature = "redis")]
+            redis: Mutex::new(None),
             clock: clock.into(),
             generation: AtomicU64::new(next_generation()),
             state: RwLock::new(State {

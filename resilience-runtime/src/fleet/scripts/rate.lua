@@ -1,0 +1,47 @@
+-- One admission of a fleet rate limiter: the local limiter's timeline, on Redis time. Time is
+-- cut into cycles of `period` counted from the epoch; each has `limit` permissions; a caller
+-- that finds none left reserves one of a later cycle when it starts within `timeout`.
+-- KEYS[1]  a hash: c = the cycle of the next free permission, u = the permissions of c taken
+-- ARGV[1]  limit_for_period
+-- ARGV[2]  limit_refresh_period (µs)
+-- ARGV[3]  timeout_duration (µs)
+-- Returns {outcome, wait (µs), left}: 1 granted in the current cycle (wait 0); 2 reserved, its
+-- cycle starts in `wait`; 0 refused, the earliest free permission's cycle starts in `wait`.
+-- `left`: the permissions left in the current cycle, negative when reserved ahead.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local limit = tonumber(ARGV[1])
+local period = tonumber(ARGV[2])
+local timeout = tonumber(ARGV[3])
+local current = math.floor(now / period)
+local state = redis.call('HMGET', KEYS[1], 'c', 'u')
+local c = tonumber(state[1]) or current
+local u = tonumber(state[2]) or 0
+if c < current then
+  c = current
+  u = 0
+end
+if u >= limit then
+  c = c + 1
+  u = 0
+end
+local function left(taken)
+  if c == current then
+    return limit - taken
+  end
+  return -((c - current - 1) * limit + taken)
+end
+local wait = 0
+if c > current then
+  wait = c * period - now
+end
+if wait > timeout then
+  return {0, wait, left(u)}
+end
+redis.call('HSET', KEYS[1], 'c', c, 'u', u + 1)
+-- Gone by itself once its last cycle is over.
+redis.call('PEXPIRE', KEYS[1], math.ceil(((c + 1) * period - now) / 1000) + 1)
+if wait == 0 then
+  return {1, 0, left(u + 1)}
+end
+return {2, wait, left(u + 1)}

@@ -1,0 +1,403 @@
+//! A rate limiter whose timeline is in Redis (feature `redis`): one script call per admission,
+//! refusals remembered until a caller could be admitted again, and a fallback while Redis does
+//! not answer. See [`crate::fleet`] for what it means across the fleet.
+
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Script;
+
+use super::{RateLimiter, RateLimiterConfig, RateLimiterEvent};
+use crate::blocking::Blocking;
+use crate::clock::{deadline_after, Reading};
+use crate::error::Rejected;
+use crate::fleet::health::{Health, Route};
+use crate::fleet::heartbeat::{self, Member};
+use crate::fleet::{FleetFallback, RedisConnection};
+use crate::name::Name;
+
+static ADMIT: once_cell::sync::Lazy<Script> =
+    once_cell::sync::Lazy::new(|| Script::new(include_str!("../fleet/scripts/rate.lua")));
+
+/// The Redis side of a fleet rate limiter, rebuilt when the limiter is reconfigured.
+pub(super) struct Fleet {
+    connection: Option<RedisConnection>,
+    fallback: FleetFallback,
+    key: String,
+    limit: u32,
+    period_micros: u64,
+    timeout_micros: u64,
+    /// Refuse without asking Redis until this reading of the limiter's clock (ns); 0: ask.
+    refused_until: AtomicU64,
+    /// What `available_permissions` reports: the permissions left in the cycle at the last
+    /// answer (negative: reserved ahead).
+    left: AtomicI64,
+    health: Health,
+    replicas: Arc<Replicas>,
+    /// The local share while Redis is away: the fleet limit over the replicas seen alive.
+    local: RateLimiter,
+    /// Calls decided without Redis.
+    pub(super) fallback_calls: AtomicU64,
+    pub(super) permitted: AtomicU64,
+}
+
+/// The replicas of one instance, as the heartbeats count them.
+struct Replicas {
+    key: String,
+    alive: AtomicU32,
+}
+
+impl Member for Replicas {
+    fn replicas_key(&self) -> &str {
+        &self.key
+    }
+
+    fn seen_alive(&self, replicas: u32) {
+        self.alive.store(replicas, Ordering::Relaxed);
+    }
+}
+
+/// What the script said, and the permissions it left in the cycle.
+struct Answer {
+    kind: AnswerKind,
+    left: i64,
+}
+
+enum AnswerKind {
+    Granted,
+    Reserved { wait: Duration },
+    Refused { wait: Duration },
+}
+
+impl Fleet {
+    /// The Redis side of `name` under `config`, whose backend is Redis (its connection resolved,
+    /// or the environment's, or none: then it always falls back).
+    pub(super) fn new(name: &Name, config: &RateLimiterConfig) -> Option<Fleet> {
+        let fallback = config.backend().fallback_choice()?;
+        let connection = match config.backend().redis_parts() {
+            Some((connection, _)) => Some(connection.clone()),
+            None => crate::fleet::connection_from_env(),
+        };
+        let key = |part| {
+            connection
+                .as_ref()
+                .map(|c| c.key("rate_limiter", name, part))
+                .unwrap_or_default()
+        };
+        let replicas = Arc::new(Replicas {
+            key: key("replicas"),
+            alive: AtomicU32::new(1),
+        });
+        if let Some(connection) = &connection {
+            let member: Arc<dyn Member> = replicas.clone();
+            heartbeat::join(connection, &member);
+        }
+        let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        let fleet = Fleet {
+            key: key("next"),
+            fallback,
+            limit: config.limit_for_period(),
+            period_micros: micros(config.limit_refresh_period()).max(1),
+            timeout_micros: micros(config.timeout_duration()),
+            refused_until: AtomicU64::new(0),
+            left: AtomicI64::new(i64::from(config.limit_for_period())),
+            health: Health::new(),
+            local: RateLimiter::new(name.clone(), share_of(config, 1)),
+            replicas,
+            connection,
+            fallback_calls: AtomicU64::new(0),
+            permitted: AtomicU64::new(0),
+        };
+        Some(fleet)
+    }
+
+    /// The permissions left in the cycle when Redis last answered.
+    pub(super) fn available(&self) -> i64 {
+        self.left.load(Ordering::Relaxed)
+    }
+
+    /// The interval between tries of Redis while it does not answer.
+    fn retry_interval(&self) -> Duration {
+        self.connection
+            .as_ref()
+            .map_or(Duration::from_secs(1), RedisConnection::heartbeat_interval)
+    }
+
+    /// A refusal remembered from Redis, if one still holds: how long until a caller could be
+    /// admitted (its `retry_after`).
+    fn remembered(&self, limiter: &RateLimiter) -> Option<u64> {
+        let until = self.refused_until.load(Ordering::Relaxed);
+        if until == 0 {
+            return None;
+        }
+        let now = limiter.clock.now_nanos();
+        (now < until).then(|| until - now + self.timeout_micros.saturating_mul(1_000))
+    }
+
+    /// The first step of a guarded call: a refusal remembered, or the fallback's decision when
+    /// it can be made now, else "go ask Redis" (`Wait`).
+    pub(super) fn first_step(&self, limiter: &RateLimiter) -> super::Admission {
+        if let Some(retry_after) = self.remembered(limiter) {
+            return super::Admission::Refused(limiter.refuse(retry_after));
+        }
+        super::Admission::Wait
+    }
+
+    /// Takes a permission, asking Redis, waiting for a reserved one on the limiter's clock.
+    pub(super) async fn acquire(
+        &self,
+        limiter: &RateLimiter,
+        may_wait: bool,
+    ) -> Result<(), Rejected> {
+        if let Some(retry_after) = self.remembered(limiter) {
+            return Err(limiter.refuse(retry_after));
+        }
+        let route = self.health.route(limiter.clock.now_nanos());
+        let answer = match (&self.connection, route) {
+            (Some(connection), Route::Redis | Route::Probe) => {
+                let invocation = self.invocation(may_wait);
+                connection
+                    .send(
+                        move |mut manager| async move { invocation.run(&mut manager).await },
+                        |_| {},
+                    )
+                    .answer()
+                    .await
+            }
+            _ => return self.fallback_async(limiter).await,
+        };
+        match answer {
+            Ok(answer) => {
+                self.answered(limiter);
+                match self.decide(limiter, answer) {
+                    Ok(Some(wait)) => {
+                        let _waiting = limiter.count_waiting();
+                        let now = limiter.clock.read(Reading::Precise);
+                        limiter
+                            .clock
+                            .sleep_until(Reading::Precise, deadline_after(now, wait))
+                            .await;
+                        self.granted_after(limiter, wait);
+                        Ok(())
+                    }
+                    Ok(None) => Ok(()),
+                    Err(refused) => Err(refused),
+                }
+            }
+            Err(error) => {
+                self.failed(limiter, &error.to_string());
+                self.fallback_async(limiter).await
+            }
+        }
+    }
+
+    /// [`acquire`](Self::acquire), blocking the thread for the round trip and the wait.
+    pub(super) fn acquire_blocking(
+        &self,
+        limiter: &RateLimiter,
+        may_wait: bool,
+    ) -> Result<(), Rejected> {
+        if let Some(retry_after) = self.remembered(limiter) {
+            return Err(limiter.refuse(retry_after));
+        }
+        let route = self.health.route(limiter.clock.now_nanos());
+        let answer = match (&self.connection, route) {
+            (Some(connection), Route::Redis | Route::Probe) => {
+                let place = Blocking::here();
+                if place == Blocking::Refused {
+                    return Err(limiter.refuse_blocking(0));
+                }
+                let invocation = self.invocation(may_wait);
+                place.run(|| {
+                    connection.send_blocking(
+                        move |mut manager| async move { invocation.run(&mut manager).await },
+                        |_| {},
+                    )
+                })
+            }
+            _ => return self.fallback_blocking(limiter),
+        };
+        match answer {
+            Ok(answer) => {
+                self.answered(limiter);
+                match self.decide(limiter, answer) {
+                    Ok(Some(wait)) => {
+                        let place = Blocking::here();
+                        if place == Blocking::Refused {
+                            // The permission is spent in Redis; this caller cannot wait for it.
+                            return Err(limiter.refuse_blocking(
+                                u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX),
+                            ));
+                        }
+                        let _waiting = limiter.count_waiting();
+                        let now = limiter.clock.read(Reading::Precise);
+                        place.run(|| {
+                            limiter
+                                .clock
+                                .sleep_until_blocking(Reading::Precise, deadline_after(now, wait));
+                        });
+                        self.granted_after(limiter, wait);
+                        Ok(())
+                    }
+                    Ok(None) => Ok(()),
+                    Err(refused) => Err(refused),
+                }
+            }
+            Err(error) => {
+                self.failed(limiter, &error.to_string());
+                self.fallback_blocking(limiter)
+            }
+        }
+    }
+
+    fn invocation(&self, may_wait: bool) -> Invocation {
+        Invocation {
+            key: self.key.clone(),
+            limit: self.limit,
+            period_micros: self.period_micros,
+            timeout_micros: if may_wait { self.timeout_micros } else { 0 },
+        }
+    }
+
+    /// What Redis answered, for the caller: granted (`None`), a wait for a reserved
+    /// permission, or a refusal (remembered).
+    fn decide(&self, limiter: &RateLimiter, answer: Answer) -> Result<Option<Duration>, Rejected> {
+        self.left.store(answer.left, Ordering::Relaxed);
+        match answer.kind {
+            AnswerKind::Granted => {
+                self.permitted.fetch_add(1, Ordering::Relaxed);
+                limiter.granted(Duration::ZERO);
+                Ok(None)
+            }
+            AnswerKind::Reserved { wait } => Ok(Some(wait)),
+            AnswerKind::Refused { wait } => {
+                // No caller is admitted before the earliest free permission is within its
+                // timeout: every replica's later takes only push it further.
+                let refused_for = wait.saturating_sub(Duration::from_micros(self.timeout_micros));
+                let until = deadline_after(limiter.clock.now_nanos(), refused_for).max(1);
+                self.refused_until.fetch_max(until, Ordering::Relaxed);
+                Err(limiter.refuse(u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX)))
+            }
+        }
+    }
+
+    fn granted_after(&self, limiter: &RateLimiter, waited: Duration) {
+        self.permitted.fetch_add(1, Ordering::Relaxed);
+        limiter.granted(waited);
+    }
+
+    fn answered(&self, limiter: &RateLimiter) {
+        if self.health.answered() {
+            limiter.deliver(RateLimiterEvent::FleetRestored {
+                name: limiter.name.clone(),
+            });
+        }
+    }
+
+    fn failed(&self, limiter: &RateLimiter, reason: &str) {
+        let now = limiter.clock.now_nanos();
+        if self.health.failed(now, self.retry_interval()) {
+            limiter.deliver(RateLimiterEvent::FleetUnavailable {
+                name: limiter.name.clone(),
+                fallback: self.fallback,
+                reason: reason.to_owned(),
+            });
+        }
+    }
+
+    /// The local share, reconfigured to the replicas seen alive last.
+    fn share(&self, limiter: &RateLimiter) -> &RateLimiter {
+        let wanted = share_of(
+            &limiter.config(),
+            self.replicas.alive.load(Ordering::Relaxed),
+        );
+        self.local.reconfigure(wanted);
+        &self.local
+    }
+
+    async fn fallback_async(&self, limiter: &RateLimiter) -> Result<(), Rejected> {
+        self.fallback_calls.fetch_add(1, Ordering::Relaxed);
+        match self.fallback {
+            FleetFallback::Admit => self.granted_after(limiter, Duration::ZERO),
+            FleetFallback::Refuse => return Err(limiter.refuse(self.retry_interval_nanos())),
+            FleetFallback::LocalShare => {
+                self.local_outcome(limiter, self.share(limiter).acquire_local().await)?
+            }
+        }
+        Ok(())
+    }
+
+    fn fallback_blocking(&self, limiter: &RateLimiter) -> Result<(), Rejected> {
+        self.fallback_calls.fetch_add(1, Ordering::Relaxed);
+        match self.fallback {
+            FleetFallback::Admit => self.granted_after(limiter, Duration::ZERO),
+            FleetFallback::Refuse => return Err(limiter.refuse(self.retry_interval_nanos())),
+            FleetFallback::LocalShare => {
+                self.local_outcome(limiter, self.share(limiter).acquire_blocking_local())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The local share's decision, counted and told as this limiter's.
+    fn local_outcome(
+        &self,
+        limiter: &RateLimiter,
+        outcome: Result<(), Rejected>,
+    ) -> Result<(), Rejected> {
+        match outcome {
+            Ok(()) => {
+                self.granted_after(limiter, Duration::ZERO);
+                Ok(())
+            }
+            Err(Rejected::RequestNotPermitted { retry_after, .. }) => {
+                Err(limiter.refuse(u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX)))
+            }
+            Err(Rejected::WouldBlock { .. }) => Err(limiter.refuse_blocking(0)),
+            Err(other) => Err(other),
+        }
+    }
+
+    fn retry_interval_nanos(&self) -> u64 {
+        u64::try_from(self.retry_interval().as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// `config` as a local limiter of its share among `replicas` (at least one permission).
+fn share_of(config: &RateLimiterConfig, replicas: u32) -> RateLimiterConfig {
+    let share = (config.limit_for_period() / replicas.max(1)).max(1);
+    RateLimiterConfig::builder()
+        .limit_for_period(share)
+        .limit_refresh_period(config.limit_refresh_period())
+        .timeout_duration(config.timeout_duration())
+        .build()
+        .unwrap_or_default()
+}
+
+/// One call of the admission script, owned so that it runs on the connection's thread.
+struct Invocation {
+    key: String,
+    limit: u32,
+    period_micros: u64,
+    timeout_micros: u64,
+}
+
+impl Invocation {
+    async fn run(self, manager: &mut redis::aio::ConnectionManager) -> redis::RedisResult<Answer> {
+        let (outcome, wait, left): (i64, i64, i64) = ADMIT
+            .key(&self.key)
+            .arg(self.limit)
+            .arg(self.period_micros)
+            .arg(self.timeout_micros)
+            .invoke_async(manager)
+            .await?;
+        let wait = Duration::from_micros(u64::try_from(wait).unwrap_or(0));
+        let kind = match outcome {
+            1 => AnswerKind::Granted,
+            2 => AnswerKind::Reserved { wait },
+            _ => AnswerKind::Refused { wait },
+        };
+        Ok(Answer { kind, left })
+    }
+}

@@ -1,0 +1,159 @@
+//! A real Redis for the fleet tests: the one `.ci/run` started (`RESILIENCE_TEST_REDIS_URL`),
+//! or one of the test's own on a free loopback port, without persistence, that it can stop and
+//! start again. Without `redis-server` on the machine a test prints a visible skip, and fails
+//! under `CI=true`, where a skip would hide a broken setup.
+
+#![allow(dead_code)]
+
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `redis-server` child process on `port`, stopped when dropped.
+pub struct RedisServer {
+    port: u16,
+    child: Option<Child>,
+}
+
+/// The URL of a Redis the test may share with others (its keys must be its own), or `None`
+/// after printing why the test is skipped.
+pub fn shared() -> Option<String> {
+    if let Ok(url) = std::env::var("RESILIENCE_TEST_REDIS_URL") {
+        return Some(url);
+    }
+    static OWN: std::sync::OnceLock<Option<(String, std::sync::Mutex<RedisServer>)>> =
+        std::sync::OnceLock::new();
+    OWN.get_or_init(|| RedisServer::start().map(|s| (s.url(), std::sync::Mutex::new(s))))
+        .as_ref()
+        .map(|(url, _)| url.clone())
+}
+
+/// Prints the skip, or panics under CI.
+fn unavailable(why: &str) {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    assert!(!ci, "the Redis tests cannot run under CI: {why}");
+    eprintln!("SKIPPED: this Redis test needs `redis-server` ({why}); install it to run it");
+}
+
+impl RedisServer {
+    /// A server of this test's own, or `None` after printing why the test is skipped.
+    pub fn start() -> Option<RedisServer> {
+        let port = free_port();
+        let mut server = RedisServer { port, child: None };
+        match server.spawn() {
+            Ok(()) => Some(server),
+            Err(why) => {
+                unavailable(&why);
+                None
+            }
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Kills the server (as a crash would: no shutdown, nothing saved).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_ok() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Starts it again on the same port, empty.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn().expect("redis-server restarts");
+    }
+
+    /// Runs `redis-cli`-like commands through a plain connection (`CLIENT PAUSE`, `DEBUG SLEEP`).
+    pub fn command(&self, args: &[&str]) -> String {
+        command(&self.url(), args)
+    }
+
+    fn spawn(&mut self) -> Result<(), String> {
+        let port = self.port.to_string();
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port,
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--enable-debug-command",
+                "local",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start redis-server: {e}"))?;
+        // A server outlives no test process, even one killed before its statics are dropped.
+        let watchdog = format!(
+            "while kill -0 {test} 2>/dev/null && kill -0 {redis} 2>/dev/null; do sleep 0.2; done; \
+             kill -9 {redis} 2>/dev/null",
+            test = std::process::id(),
+            redis = child.id()
+        );
+        let _ = Command::new("sh")
+            .args(["-c", &watchdog])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Err(format!(
+            "redis-server did not listen on {} within 10 s",
+            self.port
+        ))
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Sends one command over a fresh connection and returns the reply as text (RESP, minimal).
+pub fn command(url: &str, args: &[&str]) -> String {
+    use std::io::{Read, Write};
+    let address = url.trim_start_matches("redis://");
+    let address = address.split('/').next().unwrap_or(address);
+    let mut stream = TcpStream::connect(address).expect("connect to Redis");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut request = format!("*{}\r\n", args.len());
+    for a in args {
+        request.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut reply = vec![0; 4096];
+    let n = stream.read(&mut reply).unwrap_or(0);
+    String::from_utf8_lossy(&reply[..n]).trim().to_owned()
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
