@@ -50,7 +50,7 @@ impl Registry {
     pub fn apply_document(&self, document: &ConfigDocument) -> Result<Changes, DocumentError> {
         let settings = &document.settings;
         let redis = self.document_connection(settings)?;
-        let redis_for = || redis.clone().or_else(|| self.fleet_connection());
+        let redis_for = || redis.as_ref().cloned().or_else(|| self.fleet_connection());
         self.change_with(|state, clock| {
             let kinds = PreparedKinds::prepare(self, state, settings, &redis_for)?;
             let (precedence, precedence_set) = prepare_precedence(state, settings)?;

@@ -1,7 +1,7 @@
 -- One admission of a fleet rate limiter: the local limiter's timeline, on Redis time. Time is
 -- cut into cycles of `period` counted from the epoch; each has `limit` permissions; a caller
 -- that finds none left reserves one of a later cycle when it starts within `timeout`.
--- KEYS[1]  a hash: c = the cycle of the next free permission, u = the permissions of c taken
+-- KEYS[1]  "c u": c = the cycle of the next free permission, u = the permissions of c taken
 -- ARGV[1]  limit_for_period
 -- ARGV[2]  limit_refresh_period (µs)
 -- ARGV[3]  timeout_duration (µs)
@@ -14,9 +14,13 @@ local limit = tonumber(ARGV[1])
 local period = tonumber(ARGV[2])
 local timeout = tonumber(ARGV[3])
 local current = math.floor(now / period)
-local state = redis.call('HMGET', KEYS[1], 'c', 'u')
-local c = tonumber(state[1]) or current
-local u = tonumber(state[2]) or 0
+local c, u = current, 0
+local state = redis.call('GET', KEYS[1])
+if state then
+  local space = string.find(state, ' ', 1, true)
+  c = tonumber(string.sub(state, 1, space - 1))
+  u = tonumber(string.sub(state, space + 1))
+end
 if c < current then
   c = current
   u = 0
@@ -38,9 +42,9 @@ end
 if wait > timeout then
   return {0, wait, left(u)}
 end
-redis.call('HSET', KEYS[1], 'c', c, 'u', u + 1)
 -- Gone by itself once its last cycle is over.
-redis.call('PEXPIRE', KEYS[1], math.ceil(((c + 1) * period - now) / 1000) + 1)
+redis.call('SET', KEYS[1], string.format('%d %d', c, u + 1), 'PX',
+  math.ceil(((c + 1) * period - now) / 1000) + 1)
 if wait == 0 then
   return {1, 0, left(u + 1)}
 end
