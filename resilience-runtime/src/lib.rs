@@ -33,6 +33,9 @@ mod docs {
     struct OverloadDrill;
     #[doc = include_str!("../docs/development.md")]
     struct Development;
+    #[cfg(feature = "redis")]
+    #[doc = include_str!("../docs/fleet.md")]
+    struct Fleet;
 }
 
 mod aspect;

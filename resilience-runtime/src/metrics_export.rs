@@ -60,6 +60,7 @@ impl Registry {
     /// | `{prefix}_bulkhead_adaptive_rtt_seconds` | gauge, an adaptive limit's latencies: the one it compares samples with (the knee's latency without a queue, Gradient2's long-term average, Vegas's lowest), and the last sample's (`…_max_allowed_concurrent_calls` is its limit) | `estimate`: `baseline`, `sample` |
     /// | `{prefix}_ratelimiter_available_permissions`, `…_waiting_threads` | gauge | |
     /// | `{prefix}_ratelimiter_calls_total` | counter | `kind`: `successful`, `failed` |
+    /// | `{prefix}_ratelimiter_fleet_fallback_calls_total` | counter: the calls a fleet limiter decided while Redis did not answer (fleet limiters only) | |
     /// | `{prefix}_retry_calls_total` | counter | `kind`: `successful_without_retry`, `successful_with_retry`, `failed_without_retry`, `failed_with_retry` |
     /// | `{prefix}_timelimiter_calls_total` | counter | `kind`: `successful`, `failed`, `timeout` |
     ///
@@ -345,6 +346,13 @@ impl Export for RateLimiter {
             ("failed", m.rejected_calls()),
         ] {
             out.counter("ratelimiter_calls", with(name, "kind", kind), value);
+        }
+        if !limiter.config().backend().is_local() {
+            out.counter(
+                "ratelimiter_fleet_fallback_calls",
+                named(name),
+                m.fleet_fallback_calls(),
+            );
         }
     }
 }

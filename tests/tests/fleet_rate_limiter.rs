@@ -338,20 +338,34 @@ fn a_paused_or_sleeping_redis_is_a_fallback_within_the_timeout() {
     assert_eq!(told.len(), 4, "{told:?}");
 }
 
-/// One replica of `several_processes_hold_one_limit`, run as a child process of that test.
+/// One replica of `run_replicas`, run as a child process of the test.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replica_child() {
     let Ok(url) = std::env::var("FLEET_REPLICA_URL") else {
         return;
     };
     let prefix = std::env::var("FLEET_REPLICA_PREFIX").unwrap();
+    let batch = std::env::var("FLEET_REPLICA_BATCH")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let limit = std::env::var("FLEET_REPLICA_LIMIT")
+        .unwrap()
+        .parse()
+        .unwrap();
     let connection = connection(&url, &prefix);
-    let limiter = Arc::new(fleet_limiter(
+    let limiter = Arc::new(RateLimiter::new(
         "processes",
-        &connection,
-        CHILD_LIMIT,
-        CHILD_PERIOD,
-        FleetFallback::Refuse,
+        RateLimiterConfig::builder()
+            .limit_for_period(limit)
+            .limit_refresh_period(CHILD_PERIOD)
+            .backend(
+                Backend::redis_with(connection.clone())
+                    .fallback(FleetFallback::Refuse)
+                    .batch(batch),
+            )
+            .build()
+            .unwrap(),
     ));
     let end = Instant::now() + CHILD_RUN;
     let mut callers = Vec::new();
@@ -378,6 +392,7 @@ async fn replica_child() {
             println!("GRANTED {at}");
         }
     }
+    println!("ROUND_TRIPS {}", connection.commands_sent());
 }
 
 const CHILD_LIMIT: u32 = 20;
@@ -389,6 +404,42 @@ fn several_processes_hold_one_limit() {
     let Some(url) = redis_server::shared() else {
         return;
     };
+    let (admitted, round_trips) = run_replicas(&url, 1, CHILD_LIMIT);
+    let cycles_run = (CHILD_RUN.as_millis() / CHILD_PERIOD.as_millis()) as u64;
+    assert!(
+        admitted >= (cycles_run - 2) * u64::from(CHILD_LIMIT),
+        "the limit is used, not just respected: {admitted} admitted in {cycles_run} cycles"
+    );
+    // One per admitted call; a refusal is remembered until the next cycle, so refusals cost
+    // at most the callers in flight when it came, per replica and cycle (3 × 8 × 10 cycles),
+    // however many calls are refused (thousands a cycle here).
+    let cycles = (CHILD_RUN.as_millis() / CHILD_PERIOD.as_millis()) as u64 + 2;
+    assert!(
+        round_trips >= admitted && round_trips <= admitted + 3 * 8 * cycles,
+        "{round_trips} round trips for {admitted} admitted calls"
+    );
+}
+
+#[test]
+fn several_processes_hold_one_limit_with_batches_and_fewer_round_trips() {
+    let Some(url) = redis_server::shared() else {
+        return;
+    };
+    // At the limit: batches never take a cycle over it (run_replicas checks every cycle).
+    let (admitted, _) = run_replicas(&url, 5, CHILD_LIMIT);
+    assert!(admitted > 0);
+    // Under it, where batches matter: callers served from the batch, not by Redis.
+    let (admitted, round_trips) = run_replicas(&url, 10, 1_000_000);
+    assert!(
+        round_trips * 3 <= admitted,
+        "batches of 10: {round_trips} round trips for {admitted} admitted calls"
+    );
+}
+
+/// Three child processes of this test on one limit, each with eight callers as fast as they
+/// can; checks every cycle admitted at most the limit across them. Returns the calls admitted
+/// and the round trips sent, in all.
+fn run_replicas(url: &str, batch: u32, limit: u32) -> (u64, u64) {
     let prefix = prefix();
     let children: Vec<_> = (0..3)
         .map(|_| {
@@ -399,18 +450,22 @@ fn several_processes_hold_one_limit() {
                     "--nocapture",
                     "--test-threads=1",
                 ])
-                .env("FLEET_REPLICA_URL", &url)
+                .env("FLEET_REPLICA_URL", url)
                 .env("FLEET_REPLICA_PREFIX", &prefix)
+                .env("FLEET_REPLICA_BATCH", batch.to_string())
+                .env("FLEET_REPLICA_LIMIT", limit.to_string())
                 .stdout(std::process::Stdio::piped())
                 .spawn()
                 .unwrap()
         })
         .collect();
     let mut per_cycle = std::collections::BTreeMap::<u128, u32>::new();
+    let mut round_trips = 0;
     for child in children {
         let output = child.wait_with_output().unwrap();
         assert!(output.status.success());
-        let granted: Vec<u128> = String::from_utf8_lossy(&output.stdout)
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let granted: Vec<u128> = stdout
             .lines()
             .filter_map(|l| l.strip_prefix("GRANTED "))
             .map(|t| t.parse().unwrap())
@@ -419,19 +474,18 @@ fn several_processes_hold_one_limit() {
         for at in granted {
             *per_cycle.entry(at / CHILD_PERIOD.as_micros()).or_default() += 1;
         }
+        round_trips += stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("ROUND_TRIPS "))
+            .map(|n| n.parse::<u64>().unwrap())
+            .unwrap();
     }
     let most = per_cycle.values().max().copied().unwrap_or(0);
     assert!(
-        most <= CHILD_LIMIT,
-        "a cycle admitted {most} across the fleet, over its limit of {CHILD_LIMIT}: {per_cycle:?}"
+        most <= limit,
+        "a cycle admitted {most} across the fleet, over its limit of {limit}: {per_cycle:?}"
     );
-    // The limit is used, not just respected: every full cycle of the run admitted up to it.
-    let total: u32 = per_cycle.values().sum();
-    let cycles = (CHILD_RUN.as_millis() / CHILD_PERIOD.as_millis()) as u32;
-    assert!(
-        total >= (cycles - 2) * CHILD_LIMIT,
-        "{total} admitted in {cycles} cycles of {CHILD_LIMIT}: {per_cycle:?}"
-    );
+    (per_cycle.values().map(|&n| u64::from(n)).sum(), round_trips)
 }
 
 #[test]

@@ -227,6 +227,7 @@ settings! {
         timeout_duration: Dur,
         backend: BackendSetting,
         redis_fallback: FallbackSetting,
+        redis_batch: u32,
     }
 }
 
@@ -266,28 +267,41 @@ impl<'de> Deserialize<'de> for FallbackSetting {
     }
 }
 
-/// The backend `backend` and `redis_fallback` write, if they write one.
+/// The backend `backend`, `redis_fallback` and `redis_batch` write, if they write one.
 fn backend_of(
     backend: Option<BackendSetting>,
     fallback: Option<FallbackSetting>,
+    batch: Option<u32>,
 ) -> Result<Option<Backend>, ConfigError> {
-    match (backend, fallback) {
-        (None, None) => Ok(None),
-        (Some(BackendSetting::Local), None) => Ok(Some(Backend::local())),
-        (None | Some(BackendSetting::Local), Some(_)) => Err(ConfigError::new(
-            "redis_fallback",
-            "`redis_fallback` takes effect only with `backend = \"redis\"` in the same table; \
-             add it, or remove `redis_fallback`",
-        )),
-        (Some(BackendSetting::Redis), fallback) => {
+    let redis_only = |key: &'static str| {
+        ConfigError::new(
+            key,
+            format!(
+                "`{key}` takes effect only with `backend = \"redis\"` in the same table; add \
+                 it, or remove `{key}`"
+            ),
+        )
+    };
+    match backend {
+        None | Some(BackendSetting::Local) if fallback.is_some() => {
+            Err(redis_only("redis_fallback"))
+        }
+        None | Some(BackendSetting::Local) if batch.is_some() => Err(redis_only("redis_batch")),
+        None => Ok(None),
+        Some(BackendSetting::Local) => Ok(Some(Backend::local())),
+        Some(BackendSetting::Redis) => {
             #[cfg(feature = "redis")]
             {
                 let fallback = fallback.map_or(FleetFallback::default(), |f| f.0);
-                Ok(Some(Backend::redis().fallback(fallback)))
+                Ok(Some(
+                    Backend::redis()
+                        .fallback(fallback)
+                        .batch(batch.unwrap_or(1)),
+                ))
             }
             #[cfg(not(feature = "redis"))]
             {
-                let _ = fallback;
+                let _ = (fallback, batch);
                 Err(ConfigError::new(
                     "backend",
                     "`redis` needs the `redis` feature of resilience-runtime: enable it, or \
@@ -373,7 +387,7 @@ impl Settings for RateLimiterSettings {
         if let Some(Dur(d)) = self.timeout_duration {
             b = b.timeout_duration(d);
         }
-        if let Some(backend) = backend_of(self.backend, self.redis_fallback)? {
+        if let Some(backend) = backend_of(self.backend, self.redis_fallback, self.redis_batch)? {
             b = b.backend(backend);
         }
         b.build()
@@ -385,6 +399,7 @@ impl Settings for RateLimiterSettings {
             "limit_for_period" => &["limit_for_period", "limit_refresh_period"],
             // A default period too short for Redis: the backend that asks for more.
             "limit_refresh_period" => &["limit_refresh_period", "backend"],
+            "backend" => &["redis_batch", "backend"],
             _ => &[],
         }
     }

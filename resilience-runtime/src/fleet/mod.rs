@@ -41,7 +41,8 @@
 //! left reserves one of a later cycle when it starts within `timeout_duration`, or is refused
 //! with the same [`Rejected::RequestNotPermitted`](crate::Rejected) and its `retry_after`. One
 //! admission is one round trip: a Lua script, loaded once and called by its SHA, that reads
-//! Redis's `TIME` and updates one small hash. A refusal is remembered until the moment a caller
+//! Redis's `TIME` and updates one small key (or takes a batch of permissions for this
+//! replica's next callers: [`Backend::batch`]). A refusal is remembered until the moment a caller
 //! could be admitted again, so a caller over the limit costs Redis nothing.
 //!
 //! **When Redis is unreachable or slow** (no answer within the connection's
@@ -128,6 +129,8 @@ enum Repr {
         /// `None`: the registry's connection, filled in when the registry installs it.
         connection: Option<RedisConnection>,
         fallback: FleetFallback,
+        /// Permissions a rate limiter takes per round trip when it can.
+        batch: u32,
     },
 }
 
@@ -146,6 +149,7 @@ impl Backend {
         Backend(Repr::Redis {
             connection: None,
             fallback: FleetFallback::default(),
+            batch: 1,
         })
     }
 
@@ -155,6 +159,7 @@ impl Backend {
         Backend(Repr::Redis {
             connection: Some(connection),
             fallback: FleetFallback::default(),
+            batch: 1,
         })
     }
 
@@ -167,10 +172,49 @@ impl Backend {
                 Backend(Repr::Local)
             }
             #[cfg(feature = "redis")]
-            Repr::Redis { connection, .. } => Backend(Repr::Redis {
+            Repr::Redis {
+                connection, batch, ..
+            } => Backend(Repr::Redis {
                 connection,
                 fallback,
+                batch,
             }),
+        }
+    }
+
+    /// How many permissions a fleet rate limiter takes from Redis in one round trip when its
+    /// current cycle has them (1, the default: one per call). The others serve this replica's
+    /// next callers without a round trip until the cycle ends; the ones left unused then are
+    /// lost. So a cycle never admits more than its limit across the fleet (a batch's
+    /// permissions are never used after their cycle), but it may admit fewer, up to
+    /// `batch - 1` per replica, and the replicas that ask first get more. At least 1 (checked
+    /// by the configuration's `build`). A local backend ignores it.
+    #[must_use]
+    pub fn batch(self, permissions: u32) -> Self {
+        match self.0 {
+            Repr::Local => {
+                let _ = permissions;
+                Backend(Repr::Local)
+            }
+            #[cfg(feature = "redis")]
+            Repr::Redis {
+                connection,
+                fallback,
+                ..
+            } => Backend(Repr::Redis {
+                connection,
+                fallback,
+                batch: permissions,
+            }),
+        }
+    }
+
+    /// The permissions taken per round trip, for a Redis backend.
+    pub fn batch_size(&self) -> Option<u32> {
+        match &self.0 {
+            Repr::Local => None,
+            #[cfg(feature = "redis")]
+            Repr::Redis { batch, .. } => Some(*batch),
         }
     }
 
@@ -224,6 +268,7 @@ impl Backend {
             Repr::Redis {
                 connection,
                 fallback,
+                ..
             } => connection.as_ref().map(|c| (c, *fallback)),
         }
     }
@@ -237,10 +282,12 @@ impl fmt::Debug for Backend {
             Repr::Redis {
                 connection,
                 fallback,
+                batch,
             } => f
                 .debug_struct("redis")
                 .field("url", &connection.as_ref().map(RedisConnection::url))
                 .field("fallback", fallback)
+                .field("batch", batch)
                 .finish(),
         }
     }

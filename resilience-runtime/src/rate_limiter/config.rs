@@ -160,6 +160,12 @@ impl RateLimiterConfig {
                 ),
             ));
         };
+        if self.backend().batch_size() == Some(0) {
+            return Err(ConfigError::new(
+                "backend",
+                "a Redis backend's batch must be at least 1 permission, got 0",
+            ));
+        }
         if !self.backend().is_local() && period < Duration::from_millis(1) {
             let got = match self.limit_refresh_period {
                 Some(_) => format!("{period:?}"),

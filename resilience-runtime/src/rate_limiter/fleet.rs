@@ -3,7 +3,7 @@
 //! not answer. See [`crate::fleet`] for what it means across the fleet.
 
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use redis::Script;
@@ -28,6 +28,11 @@ pub(super) struct Fleet {
     limit: u32,
     period_micros: u64,
     timeout_micros: u64,
+    /// Permissions asked for per round trip.
+    batch: u32,
+    /// Permissions of a batch not used yet, and the reading of the limiter's clock at which
+    /// their cycle ends at the earliest.
+    pool: Mutex<Pool>,
     /// Refuse without asking Redis until this reading of the limiter's clock (ns); 0: ask.
     refused_until: AtomicU64,
     /// What `available_permissions` reports: the permissions left in the cycle at the last
@@ -40,6 +45,15 @@ pub(super) struct Fleet {
     /// Calls decided without Redis.
     pub(super) fallback_calls: AtomicU64,
     pub(super) permitted: AtomicU64,
+}
+
+/// The permissions of a batch this replica has not used yet.
+#[derive(Default)]
+struct Pool {
+    left: u32,
+    /// The clock reading (ns) past which they are void: the request's sending time plus what
+    /// Redis said was left of their cycle, so never after the cycle's real end.
+    until: u64,
 }
 
 /// The replicas of one instance, as the heartbeats count them.
@@ -65,9 +79,17 @@ struct Answer {
 }
 
 enum AnswerKind {
-    Granted,
-    Reserved { wait: Duration },
-    Refused { wait: Duration },
+    /// `taken` permissions of the current cycle, which ends in `cycle_left`.
+    Granted {
+        taken: u32,
+        cycle_left: Duration,
+    },
+    Reserved {
+        wait: Duration,
+    },
+    Refused {
+        wait: Duration,
+    },
 }
 
 impl Fleet {
@@ -100,6 +122,8 @@ impl Fleet {
             limit: config.limit_for_period(),
             period_micros: micros(config.limit_refresh_period()).max(1),
             timeout_micros: micros(config.timeout_duration()),
+            batch: config.backend().batch_size().unwrap_or(1).max(1),
+            pool: Mutex::new(Pool::default()),
             refused_until: AtomicU64::new(0),
             left: AtomicI64::new(i64::from(config.limit_for_period())),
             health: Health::new(),
@@ -135,11 +159,14 @@ impl Fleet {
         (now < until).then(|| until - now + self.timeout_micros.saturating_mul(1_000))
     }
 
-    /// The first step of a guarded call: a refusal remembered, or the fallback's decision when
-    /// it can be made now, else "go ask Redis" (`Wait`).
+    /// The first step of a guarded call: a refusal remembered, or a permission of a batch,
+    /// else "go ask Redis" (`Wait`).
     pub(super) fn first_step(&self, limiter: &RateLimiter) -> super::Admission {
         if let Some(retry_after) = self.remembered(limiter) {
             return super::Admission::Refused(limiter.refuse(retry_after));
+        }
+        if self.take_pooled(limiter) {
+            return super::Admission::Granted;
         }
         super::Admission::Wait
     }
@@ -153,7 +180,11 @@ impl Fleet {
         if let Some(retry_after) = self.remembered(limiter) {
             return Err(limiter.refuse(retry_after));
         }
-        let route = self.health.route(limiter.clock.now_nanos());
+        if self.take_pooled(limiter) {
+            return Ok(());
+        }
+        let sent_at = limiter.clock.now_nanos();
+        let route = self.health.route(sent_at);
         let answer = match (&self.connection, route) {
             (Some(connection), Route::Redis | Route::Probe) => {
                 let invocation = self.invocation(may_wait);
@@ -170,7 +201,7 @@ impl Fleet {
         match answer {
             Ok(answer) => {
                 self.answered(limiter);
-                match self.decide(limiter, answer) {
+                match self.decide(limiter, answer, sent_at) {
                     Ok(Some(wait)) => {
                         let _waiting = limiter.count_waiting();
                         let now = limiter.clock.read(Reading::Precise);
@@ -201,7 +232,11 @@ impl Fleet {
         if let Some(retry_after) = self.remembered(limiter) {
             return Err(limiter.refuse(retry_after));
         }
-        let route = self.health.route(limiter.clock.now_nanos());
+        if self.take_pooled(limiter) {
+            return Ok(());
+        }
+        let sent_at = limiter.clock.now_nanos();
+        let route = self.health.route(sent_at);
         let answer = match (&self.connection, route) {
             (Some(connection), Route::Redis | Route::Probe) => {
                 let place = Blocking::here();
@@ -221,7 +256,7 @@ impl Fleet {
         match answer {
             Ok(answer) => {
                 self.answered(limiter);
-                match self.decide(limiter, answer) {
+                match self.decide(limiter, answer, sent_at) {
                     Ok(Some(wait)) => {
                         let place = Blocking::here();
                         if place == Blocking::Refused {
@@ -251,8 +286,24 @@ impl Fleet {
         }
     }
 
+    /// A permission of the batch taken last, if one is left in its cycle (granted, counted).
+    fn take_pooled(&self, limiter: &RateLimiter) -> bool {
+        if self.batch == 1 {
+            return false;
+        }
+        let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
+        if pool.left == 0 || limiter.clock.now_nanos() >= pool.until {
+            return false;
+        }
+        pool.left -= 1;
+        drop(pool);
+        self.granted_after(limiter, Duration::ZERO);
+        true
+    }
+
     fn invocation(&self, may_wait: bool) -> Invocation {
         Invocation {
+            batch: self.batch,
             key: self.key.clone(),
             limit: self.limit,
             period_micros: self.period_micros,
@@ -262,10 +313,30 @@ impl Fleet {
 
     /// What Redis answered, for the caller: granted (`None`), a wait for a reserved
     /// permission, or a refusal (remembered).
-    fn decide(&self, limiter: &RateLimiter, answer: Answer) -> Result<Option<Duration>, Rejected> {
+    fn decide(
+        &self,
+        limiter: &RateLimiter,
+        answer: Answer,
+        sent_at: u64,
+    ) -> Result<Option<Duration>, Rejected> {
         self.left.store(answer.left, Ordering::Relaxed);
         match answer.kind {
-            AnswerKind::Granted => {
+            AnswerKind::Granted { taken, cycle_left } => {
+                if taken > 1 {
+                    // Redis read its clock after `sent_at`: the cycle ends no sooner than this.
+                    let until = deadline_after(sent_at, cycle_left);
+                    let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
+                    if pool.left == 0 || limiter.clock.now_nanos() >= pool.until {
+                        *pool = Pool {
+                            left: taken - 1,
+                            until,
+                        };
+                    } else {
+                        // A pool still valid now is of this same cycle.
+                        pool.left += taken - 1;
+                        pool.until = pool.until.min(until);
+                    }
+                }
                 self.permitted.fetch_add(1, Ordering::Relaxed);
                 limiter.granted(Duration::ZERO);
                 Ok(None)
@@ -378,6 +449,7 @@ fn share_of(config: &RateLimiterConfig, replicas: u32) -> RateLimiterConfig {
 /// One call of the admission script, owned so that it runs on the connection's thread.
 struct Invocation {
     key: String,
+    batch: u32,
     limit: u32,
     period_micros: u64,
     timeout_micros: u64,
@@ -385,16 +457,21 @@ struct Invocation {
 
 impl Invocation {
     async fn run(self, manager: &mut redis::aio::ConnectionManager) -> redis::RedisResult<Answer> {
-        let (outcome, wait, left): (i64, i64, i64) = ADMIT
+        let (outcome, wait, left, taken, cycle_left): (i64, i64, i64, i64, i64) = ADMIT
             .key(&self.key)
             .arg(self.limit)
             .arg(self.period_micros)
             .arg(self.timeout_micros)
+            .arg(self.batch)
             .invoke_async(manager)
             .await?;
-        let wait = Duration::from_micros(u64::try_from(wait).unwrap_or(0));
+        let micros = |m: i64| Duration::from_micros(u64::try_from(m).unwrap_or(0));
+        let wait = micros(wait);
         let kind = match outcome {
-            1 => AnswerKind::Granted,
+            1 => AnswerKind::Granted {
+                taken: u32::try_from(taken).unwrap_or(1).max(1),
+                cycle_left: micros(cycle_left),
+            },
             2 => AnswerKind::Reserved { wait },
             _ => AnswerKind::Refused { wait },
         };
