@@ -51,7 +51,7 @@ pub struct RedisConnection {
     inner: Arc<Inner>,
 }
 
-pub(super) struct Inner {
+struct Inner {
     url: String,
     command_timeout: Duration,
     heartbeat_interval: Duration,
@@ -63,7 +63,7 @@ pub(super) struct Inner {
     /// Ends the connection's thread when the last clone is dropped.
     _stop: oneshot::Sender<()>,
     /// The instances whose replicas this process heartbeats for.
-    pub(super) members: Mutex<Vec<Weak<dyn super::heartbeat::Member>>>,
+    members: Mutex<Vec<Weak<dyn heartbeat::Member>>>,
     /// Round trips the guards sent, for the cost figures and the tests that count them.
     commands: AtomicU64,
 }
@@ -165,26 +165,26 @@ impl RedisConnection {
     }
 
     /// A handle that does not keep the connection open (the heartbeat task's).
-    pub(super) fn downgrade(&self) -> Weak<Inner> {
+    fn downgrade(&self) -> Weak<Inner> {
         Arc::downgrade(&self.inner)
     }
 
     /// The connection of `weak`, if it is still open.
-    pub(super) fn upgrade(weak: &Weak<Inner>) -> Option<Self> {
+    fn upgrade(weak: &Weak<Inner>) -> Option<Self> {
         weak.upgrade().map(|inner| RedisConnection { inner })
     }
 
     /// Runs `task` on the connection's thread.
-    pub(super) fn spawn_task(&self, task: impl Future<Output = ()> + Send + 'static) {
+    fn spawn_task(&self, task: impl Future<Output = ()> + Send + 'static) {
         self.inner.runtime.spawn(task);
     }
 
     /// The multiplexed connection (a clone shares it).
-    pub(super) fn manager(&self) -> ConnectionManager {
+    fn manager(&self) -> ConnectionManager {
         self.inner.manager.clone()
     }
 
-    pub(super) fn inner_members(&self) -> &Mutex<Vec<Weak<dyn super::heartbeat::Member>>> {
+    fn inner_members(&self) -> &Mutex<Vec<Weak<dyn heartbeat::Member>>> {
         &self.inner.members
     }
 
@@ -386,7 +386,7 @@ impl RedisConnectionBuilder {
                 commands: AtomicU64::new(0),
             }),
         };
-        super::heartbeat::start(&connection);
+        heartbeat::start(&connection);
         Ok(connection)
     }
 }
@@ -444,6 +444,94 @@ impl fmt::Debug for RedisConnection {
     }
 }
 
-pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) use heartbeat::Member;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Heartbeats: every replica keeps its id in each fleet instance's replica set, so that a
+/// replica cut off from Redis knows its share of the fleet limit (the limit divided by the
+/// replicas it last saw alive).
+pub(crate) mod heartbeat {
+    use std::sync::{Arc, Weak};
+    use std::time::Duration;
+
+    use redis::Script;
+
+    use super::{lock, RedisConnection};
+
+    static HEARTBEAT: once_cell::sync::Lazy<Script> =
+        once_cell::sync::Lazy::new(|| Script::new(include_str!("scripts/heartbeat.lua")));
+
+    /// A fleet instance, as the heartbeat sees it.
+    pub(crate) trait Member: Send + Sync {
+        /// The key of the instance's replica set.
+        fn replicas_key(&self) -> &str;
+
+        /// The replicas alive at the last heartbeat, this one included.
+        fn seen_alive(&self, replicas: u32);
+    }
+
+    /// How long a heartbeat counts: three intervals, so one lost heartbeat does not drop a replica.
+    pub(crate) fn ttl(interval: Duration) -> Duration {
+        interval * 3
+    }
+
+    /// Adds `member` to the instances this process heartbeats for, and sends its first
+    /// heartbeat now.
+    pub(crate) fn join(connection: &RedisConnection, member: &Arc<dyn Member>) {
+        lock(connection.inner_members()).push(Arc::downgrade(member));
+        let member = Arc::clone(member);
+        let task_connection = connection.clone();
+        connection.spawn_task(async move {
+            let mut manager = task_connection.manager();
+            beat(&task_connection, &mut manager, &*member).await;
+        });
+    }
+
+    /// Starts the heartbeat task of `connection`, which ends with the connection.
+    pub(crate) fn start(connection: &RedisConnection) {
+        let weak = connection.downgrade();
+        connection.spawn_task(async move {
+            loop {
+                let Some(connection) = RedisConnection::upgrade(&weak) else {
+                    return;
+                };
+                let interval = connection.heartbeat_interval();
+                let members: Vec<Arc<dyn Member>> = {
+                    let mut members = lock(connection.inner_members());
+                    members.retain(|m| m.strong_count() > 0);
+                    members.iter().filter_map(Weak::upgrade).collect()
+                };
+                let mut manager = connection.manager();
+                for member in members {
+                    beat(&connection, &mut manager, &*member).await;
+                }
+                drop(connection);
+                tokio::time::sleep(interval).await;
+            }
+        });
+    }
+
+    /// One heartbeat of `member`; a failed one changes nothing (the count seen last stays).
+    async fn beat(
+        connection: &RedisConnection,
+        manager: &mut redis::aio::ConnectionManager,
+        member: &dyn Member,
+    ) {
+        let ttl = ttl(connection.heartbeat_interval());
+        let mut invocation = HEARTBEAT.key(member.replicas_key());
+        invocation
+            .arg(connection.replica_id())
+            .arg(u64::try_from(ttl.as_micros()).unwrap_or(u64::MAX));
+        let answer = tokio::time::timeout(
+            connection.command_timeout(),
+            invocation.invoke_async::<u32>(manager),
+        )
+        .await;
+        if let Ok(Ok(replicas)) = answer {
+            member.seen_alive(replicas.max(1));
+        }
+    }
 }

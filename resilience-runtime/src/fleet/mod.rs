@@ -56,11 +56,9 @@
 //! instance runs unchanged on Redis Cluster.
 
 #[cfg(feature = "redis")]
-mod connection;
+pub(crate) mod connection;
 #[cfg(feature = "redis")]
 pub(crate) mod health;
-#[cfg(feature = "redis")]
-pub(crate) mod heartbeat;
 
 #[cfg(feature = "redis")]
 pub use connection::{RedisConnection, RedisConnectionBuilder};

@@ -12,8 +12,8 @@ use super::{RateLimiter, RateLimiterConfig, RateLimiterEvent};
 use crate::blocking::Blocking;
 use crate::clock::{deadline_after, Reading};
 use crate::error::Rejected;
+use crate::fleet::connection::{heartbeat, CommandError, Member};
 use crate::fleet::health::{Health, Route};
-use crate::fleet::heartbeat::{self, Member};
 use crate::fleet::{FleetFallback, RedisConnection};
 use crate::name::Name;
 
@@ -70,6 +70,24 @@ impl Member for Replicas {
     fn seen_alive(&self, replicas: u32) {
         self.alive.store(replicas, Ordering::Relaxed);
     }
+}
+
+/// How a call starts ([`Fleet::begin`]).
+enum Begin<'a> {
+    Decided(Result<(), Rejected>),
+    Fallback,
+    Ask {
+        connection: &'a RedisConnection,
+        sent_at: u64,
+    },
+}
+
+/// How it goes on after Redis answered or did not ([`Fleet::end`]).
+enum End {
+    Decided(Result<(), Rejected>),
+    Fallback,
+    /// A permission reserved in a later cycle: wait this long for it.
+    WaitFor(Duration),
 }
 
 /// What the script said, and the permissions it left in the cycle.
@@ -171,54 +189,82 @@ impl Fleet {
         super::Admission::Wait
     }
 
+    /// What a call does before any round trip: decided here (a refusal remembered, a
+    /// permission of a batch), decided by the fallback, or asked of Redis.
+    fn begin(&self, limiter: &RateLimiter) -> Begin<'_> {
+        if let Some(retry_after) = self.remembered(limiter) {
+            return Begin::Decided(Err(limiter.refuse(retry_after)));
+        }
+        if self.take_pooled(limiter) {
+            return Begin::Decided(Ok(()));
+        }
+        let sent_at = limiter.clock.now_nanos();
+        match (&self.connection, self.health.route(sent_at)) {
+            (Some(connection), Route::Redis | Route::Probe) => Begin::Ask {
+                connection,
+                sent_at,
+            },
+            _ => Begin::Fallback,
+        }
+    }
+
+    /// What Redis's answer (or its absence) leaves the call to do.
+    fn end(
+        &self,
+        limiter: &RateLimiter,
+        answer: Result<Answer, CommandError>,
+        sent_at: u64,
+    ) -> End {
+        match answer {
+            Ok(answer) => {
+                self.answered(limiter);
+                match self.decide(limiter, answer, sent_at) {
+                    Ok(Some(wait)) => End::WaitFor(wait),
+                    Ok(None) => End::Decided(Ok(())),
+                    Err(refused) => End::Decided(Err(refused)),
+                }
+            }
+            Err(error) => {
+                self.failed(limiter, &error.to_string());
+                End::Fallback
+            }
+        }
+    }
+
     /// Takes a permission, asking Redis, waiting for a reserved one on the limiter's clock.
     pub(super) async fn acquire(
         &self,
         limiter: &RateLimiter,
         may_wait: bool,
     ) -> Result<(), Rejected> {
-        if let Some(retry_after) = self.remembered(limiter) {
-            return Err(limiter.refuse(retry_after));
-        }
-        if self.take_pooled(limiter) {
-            return Ok(());
-        }
-        let sent_at = limiter.clock.now_nanos();
-        let route = self.health.route(sent_at);
-        let answer = match (&self.connection, route) {
-            (Some(connection), Route::Redis | Route::Probe) => {
-                let invocation = self.invocation(may_wait);
-                connection
-                    .send(
-                        move |mut manager| async move { invocation.run(&mut manager).await },
-                        |_| {},
-                    )
-                    .answer()
-                    .await
-            }
-            _ => return self.fallback_async(limiter).await,
+        let (connection, sent_at) = match self.begin(limiter) {
+            Begin::Decided(decided) => return decided,
+            Begin::Fallback => return self.fallback_async(limiter).await,
+            Begin::Ask {
+                connection,
+                sent_at,
+            } => (connection, sent_at),
         };
-        match answer {
-            Ok(answer) => {
-                self.answered(limiter);
-                match self.decide(limiter, answer, sent_at) {
-                    Ok(Some(wait)) => {
-                        let _waiting = limiter.count_waiting();
-                        let now = limiter.clock.read(Reading::Precise);
-                        limiter
-                            .clock
-                            .sleep_until(Reading::Precise, deadline_after(now, wait))
-                            .await;
-                        self.granted_after(limiter, wait);
-                        Ok(())
-                    }
-                    Ok(None) => Ok(()),
-                    Err(refused) => Err(refused),
-                }
-            }
-            Err(error) => {
-                self.failed(limiter, &error.to_string());
-                self.fallback_async(limiter).await
+        let invocation = self.invocation(may_wait);
+        let answer = connection
+            .send(
+                move |mut manager| async move { invocation.run(&mut manager).await },
+                |_| {},
+            )
+            .answer()
+            .await;
+        match self.end(limiter, answer, sent_at) {
+            End::Decided(decided) => decided,
+            End::Fallback => self.fallback_async(limiter).await,
+            End::WaitFor(wait) => {
+                let _waiting = limiter.count_waiting();
+                let now = limiter.clock.read(Reading::Precise);
+                limiter
+                    .clock
+                    .sleep_until(Reading::Precise, deadline_after(now, wait))
+                    .await;
+                self.granted_after(limiter, wait);
+                Ok(())
             }
         }
     }
@@ -229,59 +275,39 @@ impl Fleet {
         limiter: &RateLimiter,
         may_wait: bool,
     ) -> Result<(), Rejected> {
-        if let Some(retry_after) = self.remembered(limiter) {
-            return Err(limiter.refuse(retry_after));
-        }
-        if self.take_pooled(limiter) {
-            return Ok(());
-        }
-        let sent_at = limiter.clock.now_nanos();
-        let route = self.health.route(sent_at);
-        let answer = match (&self.connection, route) {
-            (Some(connection), Route::Redis | Route::Probe) => {
-                let place = Blocking::here();
-                if place == Blocking::Refused {
-                    return Err(limiter.refuse_blocking(0));
-                }
-                let invocation = self.invocation(may_wait);
-                place.run(|| {
-                    connection.send_blocking(
-                        move |mut manager| async move { invocation.run(&mut manager).await },
-                        |_| {},
-                    )
-                })
-            }
-            _ => return self.fallback_blocking(limiter),
+        let (connection, sent_at) = match self.begin(limiter) {
+            Begin::Decided(decided) => return decided,
+            Begin::Fallback => return self.fallback_blocking(limiter),
+            Begin::Ask {
+                connection,
+                sent_at,
+            } => (connection, sent_at),
         };
-        match answer {
-            Ok(answer) => {
-                self.answered(limiter);
-                match self.decide(limiter, answer, sent_at) {
-                    Ok(Some(wait)) => {
-                        let place = Blocking::here();
-                        if place == Blocking::Refused {
-                            // The permission is spent in Redis; this caller cannot wait for it.
-                            return Err(limiter.refuse_blocking(
-                                u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX),
-                            ));
-                        }
-                        let _waiting = limiter.count_waiting();
-                        let now = limiter.clock.read(Reading::Precise);
-                        place.run(|| {
-                            limiter
-                                .clock
-                                .sleep_until_blocking(Reading::Precise, deadline_after(now, wait));
-                        });
-                        self.granted_after(limiter, wait);
-                        Ok(())
-                    }
-                    Ok(None) => Ok(()),
-                    Err(refused) => Err(refused),
-                }
-            }
-            Err(error) => {
-                self.failed(limiter, &error.to_string());
-                self.fallback_blocking(limiter)
+        let place = Blocking::here();
+        if place == Blocking::Refused {
+            return Err(limiter.refuse_blocking(0));
+        }
+        let invocation = self.invocation(may_wait);
+        let answer = place.run(|| {
+            connection.send_blocking(
+                move |mut manager| async move { invocation.run(&mut manager).await },
+                |_| {},
+            )
+        });
+        match self.end(limiter, answer, sent_at) {
+            End::Decided(decided) => decided,
+            End::Fallback => self.fallback_blocking(limiter),
+            End::WaitFor(wait) => {
+                // Blocking was allowed for the round trip, so it is for the wait.
+                let _waiting = limiter.count_waiting();
+                let now = limiter.clock.read(Reading::Precise);
+                place.run(|| {
+                    limiter
+                        .clock
+                        .sleep_until_blocking(Reading::Precise, deadline_after(now, wait));
+                });
+                self.granted_after(limiter, wait);
+                Ok(())
             }
         }
     }
