@@ -725,13 +725,14 @@ fn toml_blocks(markdown: &str) -> Vec<String> {
 }
 
 /// The README and the task pages of `docs/`.
-const DOCS: [(&str, &str); 3] = [
+const DOCS: [(&str, &str); 4] = [
     ("README.md", include_str!("../../README.md")),
     ("docs/configuration.md", CONFIGURATION),
     (
         "docs/observability.md",
         include_str!("../../docs/observability.md"),
     ),
+    ("docs/fleet.md", include_str!("../../docs/fleet.md")),
 ];
 
 /// The page on configuration, whose errors are checked against the library's.
