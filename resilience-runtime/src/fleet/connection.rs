@@ -202,7 +202,7 @@ impl RedisConnection {
     {
         let (to_async, from_task) = oneshot::channel();
         self.spawn(command, unclaimed, Sink::Async(to_async));
-        Reply::Async(from_task)
+        Reply(from_task)
     }
 
     /// [`send`](Self::send), for a caller that blocks its thread for the answer.
@@ -241,7 +241,7 @@ impl RedisConnection {
         self.inner.runtime.spawn(async move {
             let answer = match tokio::time::timeout(timeout, command(manager)).await {
                 Ok(Ok(value)) => Ok(value),
-                Ok(Err(error)) => Err(CommandError::Failed(describe(&error))),
+                Ok(Err(error)) => Err(CommandError::Failed(error.to_string())),
                 Err(_) => Err(CommandError::TimedOut(timeout)),
             };
             if let Err(Ok(value)) = sink.answer(answer) {
@@ -249,11 +249,6 @@ impl RedisConnection {
             }
         });
     }
-}
-
-/// A Redis error in a line, without the crate's debug formatting.
-fn describe(error: &redis::RedisError) -> String {
-    error.to_string()
 }
 
 /// Where a command's answer goes.
@@ -275,20 +270,16 @@ impl<T> Sink<T> {
 }
 
 /// The answer of a command sent with [`RedisConnection::send`], for an async caller.
-pub(crate) enum Reply<T> {
-    Async(oneshot::Receiver<Result<T, CommandError>>),
-}
+pub(crate) struct Reply<T>(oneshot::Receiver<Result<T, CommandError>>);
 
 impl<T> Reply<T> {
     /// Waits for the answer (at most the command timeout: the task times the command out).
     pub(crate) async fn answer(self) -> Result<T, CommandError> {
-        match self {
-            Reply::Async(from_task) => from_task.await.unwrap_or_else(|_| {
-                Err(CommandError::Failed(
-                    "the connection's thread has stopped".to_owned(),
-                ))
-            }),
-        }
+        self.0.await.unwrap_or_else(|_| {
+            Err(CommandError::Failed(
+                "the connection's thread has stopped".to_owned(),
+            ))
+        })
     }
 }
 
@@ -370,7 +361,7 @@ impl RedisConnectionBuilder {
         let manager = {
             let _entered = runtime.enter();
             redis::aio::ConnectionManager::new_lazy_with_config(client, config)
-                .map_err(|e| ConfigError::new("connection", describe(&e)))?
+                .map_err(|e| ConfigError::new("connection", e.to_string()))?
         };
         let connection = RedisConnection {
             inner: Arc::new(Inner {

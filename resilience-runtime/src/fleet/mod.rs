@@ -164,20 +164,7 @@ impl Backend {
     /// What the guard does while Redis does not answer (a local backend ignores it).
     #[must_use]
     pub fn fallback(self, fallback: FleetFallback) -> Self {
-        match self.0 {
-            Repr::Local => {
-                let _ = fallback;
-                Backend(Repr::Local)
-            }
-            #[cfg(feature = "redis")]
-            Repr::Redis {
-                connection, batch, ..
-            } => Backend(Repr::Redis {
-                connection,
-                fallback,
-                batch,
-            }),
-        }
+        self.with_redis(|choice, _| *choice = fallback)
     }
 
     /// How many permissions a fleet rate limiter takes from Redis in one round trip when its
@@ -189,22 +176,19 @@ impl Backend {
     /// by the configuration's `build`). A local backend ignores it.
     #[must_use]
     pub fn batch(self, permissions: u32) -> Self {
-        match self.0 {
-            Repr::Local => {
-                let _ = permissions;
-                Backend(Repr::Local)
-            }
+        self.with_redis(|_, batch| *batch = permissions)
+    }
+
+    /// This backend with `change` applied to a Redis one's fallback and batch.
+    fn with_redis(mut self, change: impl FnOnce(&mut FleetFallback, &mut u32)) -> Self {
+        match &mut self.0 {
+            Repr::Local => drop(change),
             #[cfg(feature = "redis")]
             Repr::Redis {
-                connection,
-                fallback,
-                ..
-            } => Backend(Repr::Redis {
-                connection,
-                fallback,
-                batch: permissions,
-            }),
+                fallback, batch, ..
+            } => change(fallback, batch),
         }
+        self
     }
 
     /// The permissions taken per round trip, for a Redis backend.

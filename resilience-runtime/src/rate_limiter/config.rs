@@ -109,6 +109,17 @@ impl RateLimiterConfig {
         self.backend.as_mut()
     }
 
+    /// This configuration, local, with the limit divided among `replicas` (at least one
+    /// permission each): a fleet limiter's share while Redis does not answer.
+    #[cfg(feature = "redis")]
+    pub(crate) fn local_share(&self, replicas: u32) -> RateLimiterConfig {
+        RateLimiterConfig {
+            limit_for_period: Some((self.limit_for_period() / replicas.max(1)).max(1)),
+            backend: None,
+            ..self.clone()
+        }
+    }
+
     /// The named configuration this one inherits unset fields from, if any.
     pub fn base(&self) -> Option<&str> {
         self.base.as_deref()

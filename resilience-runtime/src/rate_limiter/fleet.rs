@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redis::Script;
 
-use super::{RateLimiter, RateLimiterConfig, RateLimiterEvent};
+use super::{params_for, RateLimiter, RateLimiterConfig, RateLimiterEvent};
 use crate::blocking::Blocking;
 use crate::clock::{deadline_after, Reading};
 use crate::error::Rejected;
@@ -40,8 +40,11 @@ pub(super) struct Fleet {
     left: AtomicI64,
     health: Health,
     replicas: Arc<Replicas>,
-    /// The local share while Redis is away: the fleet limit over the replicas seen alive.
-    local: RateLimiter,
+    /// The configuration, whose limit the local share divides.
+    config: RateLimiterConfig,
+    /// The replicas the limiter's own timeline (idle while Redis answers) is set up for: the
+    /// local share is that timeline with the fleet limit divided among them.
+    share_of: AtomicU32,
     /// Calls decided without Redis.
     pub(super) fallback_calls: AtomicU64,
     pub(super) permitted: AtomicU64,
@@ -145,8 +148,10 @@ impl Fleet {
             refused_until: AtomicU64::new(0),
             left: AtomicI64::new(i64::from(config.limit_for_period())),
             health: Health::new(),
-            local: RateLimiter::new(name.clone(), share_of(config, 1)),
             replicas,
+            // The limiter's timeline starts with the whole limit: the share of one replica.
+            config: config.clone(),
+            share_of: AtomicU32::new(1),
             connection,
             fallback_calls: AtomicU64::new(0),
             permitted: AtomicU64::new(0),
@@ -180,23 +185,27 @@ impl Fleet {
     /// The first step of a guarded call: a refusal remembered, or a permission of a batch,
     /// else "go ask Redis" (`Wait`).
     pub(super) fn first_step(&self, limiter: &RateLimiter) -> super::Admission {
+        match self.decided_here(limiter) {
+            Some(Ok(())) => super::Admission::Granted,
+            Some(Err(refused)) => super::Admission::Refused(refused),
+            None => super::Admission::Wait,
+        }
+    }
+
+    /// A call this replica decides without Redis: a refusal remembered, or a permission of
+    /// its batch (granted, counted).
+    fn decided_here(&self, limiter: &RateLimiter) -> Option<Result<(), Rejected>> {
         if let Some(retry_after) = self.remembered(limiter) {
-            return super::Admission::Refused(limiter.refuse(retry_after));
+            return Some(Err(limiter.refuse(retry_after)));
         }
-        if self.take_pooled(limiter) {
-            return super::Admission::Granted;
-        }
-        super::Admission::Wait
+        self.take_pooled(limiter).then_some(Ok(()))
     }
 
     /// What a call does before any round trip: decided here (a refusal remembered, a
     /// permission of a batch), decided by the fallback, or asked of Redis.
     fn begin(&self, limiter: &RateLimiter) -> Begin<'_> {
-        if let Some(retry_after) = self.remembered(limiter) {
-            return Begin::Decided(Err(limiter.refuse(retry_after)));
-        }
-        if self.take_pooled(limiter) {
-            return Begin::Decided(Ok(()));
+        if let Some(decided) = self.decided_here(limiter) {
+            return Begin::Decided(decided);
         }
         let sent_at = limiter.clock.now_nanos();
         match (&self.connection, self.health.route(sent_at)) {
@@ -403,73 +412,45 @@ impl Fleet {
         }
     }
 
-    /// The local share, reconfigured to the replicas seen alive last.
-    fn share(&self, limiter: &RateLimiter) -> &RateLimiter {
-        let wanted = share_of(
-            &limiter.config(),
-            self.replicas.alive.load(Ordering::Relaxed),
-        );
-        self.local.reconfigure(wanted);
-        &self.local
+    /// The fallback's decision, when it makes one at once: admit or refuse every call. For
+    /// the local share, `None`: the limiter's own timeline decides, set to the fleet limit
+    /// divided among the replicas seen alive last.
+    fn fallback_now(&self, limiter: &RateLimiter) -> Option<Result<(), Rejected>> {
+        self.fallback_calls.fetch_add(1, Ordering::Relaxed);
+        match self.fallback {
+            FleetFallback::Admit => {
+                self.granted_after(limiter, Duration::ZERO);
+                Some(Ok(()))
+            }
+            FleetFallback::Refuse => Some(Err(limiter.refuse(self.retry_interval_nanos()))),
+            FleetFallback::LocalShare => {
+                let alive = self.replicas.alive.load(Ordering::Relaxed).max(1);
+                if self.share_of.swap(alive, Ordering::Relaxed) != alive {
+                    let share = self.config.local_share(alive);
+                    limiter
+                        .timeline
+                        .reconfigure(params_for(&share, &limiter.clock));
+                }
+                None
+            }
+        }
     }
 
     async fn fallback_async(&self, limiter: &RateLimiter) -> Result<(), Rejected> {
-        self.fallback_calls.fetch_add(1, Ordering::Relaxed);
-        match self.fallback {
-            FleetFallback::Admit => self.granted_after(limiter, Duration::ZERO),
-            FleetFallback::Refuse => return Err(limiter.refuse(self.retry_interval_nanos())),
-            FleetFallback::LocalShare => {
-                self.local_outcome(limiter, self.share(limiter).acquire_local().await)?
-            }
+        match self.fallback_now(limiter) {
+            Some(decided) => decided,
+            None => limiter.acquire_local().await,
         }
-        Ok(())
     }
 
     fn fallback_blocking(&self, limiter: &RateLimiter) -> Result<(), Rejected> {
-        self.fallback_calls.fetch_add(1, Ordering::Relaxed);
-        match self.fallback {
-            FleetFallback::Admit => self.granted_after(limiter, Duration::ZERO),
-            FleetFallback::Refuse => return Err(limiter.refuse(self.retry_interval_nanos())),
-            FleetFallback::LocalShare => {
-                self.local_outcome(limiter, self.share(limiter).acquire_blocking_local())?;
-            }
-        }
-        Ok(())
-    }
-
-    /// The local share's decision, counted and told as this limiter's.
-    fn local_outcome(
-        &self,
-        limiter: &RateLimiter,
-        outcome: Result<(), Rejected>,
-    ) -> Result<(), Rejected> {
-        match outcome {
-            Ok(()) => {
-                self.granted_after(limiter, Duration::ZERO);
-                Ok(())
-            }
-            Err(Rejected::RequestNotPermitted { retry_after, .. }) => {
-                Err(limiter.refuse(u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX)))
-            }
-            Err(Rejected::WouldBlock { .. }) => Err(limiter.refuse_blocking(0)),
-            Err(other) => Err(other),
-        }
+        self.fallback_now(limiter)
+            .unwrap_or_else(|| limiter.acquire_blocking_local())
     }
 
     fn retry_interval_nanos(&self) -> u64 {
         u64::try_from(self.retry_interval().as_nanos()).unwrap_or(u64::MAX)
     }
-}
-
-/// `config` as a local limiter of its share among `replicas` (at least one permission).
-fn share_of(config: &RateLimiterConfig, replicas: u32) -> RateLimiterConfig {
-    let share = (config.limit_for_period() / replicas.max(1)).max(1);
-    RateLimiterConfig::builder()
-        .limit_for_period(share)
-        .limit_refresh_period(config.limit_refresh_period())
-        .timeout_duration(config.timeout_duration())
-        .build()
-        .unwrap_or_default()
 }
 
 /// One call of the admission script, owned so that it runs on the connection's thread.

@@ -252,6 +252,19 @@ impl RateLimiter {
         }
     }
 
+    /// The permissions a fleet limiter got from Redis (or its fallback's `admit`) and the calls
+    /// it decided without Redis; zeros for a local limiter.
+    fn fleet_counts(&self) -> (u64, u64) {
+        #[cfg(feature = "redis")]
+        if let Some(fleet) = self.fleet() {
+            return (
+                fleet.permitted.load(Ordering::Relaxed),
+                fleet.fallback_calls.load(Ordering::Relaxed),
+            );
+        }
+        (0, 0)
+    }
+
     /// Counts a caller waiting for its cycle while the guard lives.
     #[cfg(feature = "redis")]
     fn count_waiting(&self) -> impl Drop + '_ {
@@ -285,13 +298,7 @@ impl RateLimiter {
             .reported_at_once
             .fetch_max(at_once, Ordering::Relaxed)
             .max(at_once);
-        #[allow(unused_mut)]
-        let (mut fleet_permitted, mut fleet_fallback_calls) = (0, 0);
-        #[cfg(feature = "redis")]
-        if let Some(fleet) = self.fleet() {
-            fleet_permitted = fleet.permitted.load(Ordering::Relaxed);
-            fleet_fallback_calls = fleet.fallback_calls.load(Ordering::Relaxed);
-        }
+        let (fleet_permitted, fleet_fallback_calls) = self.fleet_counts();
         RateLimiterMetrics {
             available_permissions: self.available_permissions(),
             number_of_waiting_threads: self.waiting.load(Ordering::Relaxed),
