@@ -89,7 +89,7 @@ mod tests {
         assert_eq!(
             format!("{config:?}"),
             "BulkheadConfig { max_concurrent_calls: 25 (default), adaptive: None (default), \
-             max_wait_duration: 10ms, fair_call_handling: true (default) }"
+             max_wait_duration: 10ms, fair_call_handling: true (default), backend: local (default) }"
         );
     }
 

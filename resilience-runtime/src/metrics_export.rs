@@ -57,6 +57,7 @@ impl Registry {
     /// | `{prefix}_circuitbreaker_buffered_calls`, `…_slow_calls` | gauge: the calls in the window | `kind`: `successful`, `failed` |
     /// | `{prefix}_bulkhead_available_concurrent_calls`, `…_max_allowed_concurrent_calls` | gauge | |
     /// | `{prefix}_bulkhead_calls_total` | counter | `kind`: `permitted`, `rejected`, `finished` |
+    /// | `{prefix}_bulkhead_fleet_fallback_calls_total` | counter: the calls a fleet bulkhead decided while Redis did not answer (fleet bulkheads only) | |
     /// | `{prefix}_bulkhead_adaptive_rtt_seconds` | gauge, an adaptive limit's latencies: the one it compares samples with (the knee's latency without a queue, Gradient2's long-term average, Vegas's lowest), and the last sample's (`…_max_allowed_concurrent_calls` is its limit) | `estimate`: `baseline`, `sample` |
     /// | `{prefix}_ratelimiter_available_permissions`, `…_waiting_threads` | gauge | |
     /// | `{prefix}_ratelimiter_calls_total` | counter | `kind`: `successful`, `failed` |
@@ -307,6 +308,13 @@ impl Export for Bulkhead {
             ("finished", m.finished_calls()),
         ] {
             out.counter("bulkhead_calls", with(name, "kind", kind), value);
+        }
+        if !bulkhead.config().backend().is_local() {
+            out.counter(
+                "bulkhead_fleet_fallback_calls",
+                named(name),
+                m.fleet_fallback_calls(),
+            );
         }
         if let Some(estimates) = bulkhead.adaptive_estimates() {
             for (estimate, rtt) in [

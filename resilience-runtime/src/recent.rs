@@ -116,6 +116,8 @@ impl Kept for BulkheadEvent {
             BulkheadEvent::CallRejected { .. } => Some("call_rejected"),
             // As frequent as samples while the limit moves: the limit is in the metrics.
             BulkheadEvent::LimitChanged { .. } => None,
+            BulkheadEvent::FleetUnavailable { .. } => Some("fleet_unavailable"),
+            BulkheadEvent::FleetRestored { .. } => Some("fleet_restored"),
         }
     }
     fn instance(&self) -> &Name {

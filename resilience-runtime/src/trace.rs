@@ -199,6 +199,28 @@ impl Forward for Bulkhead {
                     "bulkhead `{name}`: adaptive limit changed from {from} to {to}"
                 );
             }
+            BulkheadEvent::FleetUnavailable {
+                name,
+                fallback,
+                reason,
+            } => {
+                tracing::warn!(
+                    target: "resilience",
+                    aspect = "bulkhead",
+                    name = name.as_str(),
+                    fallback = fallback.as_str(),
+                    reason = reason.as_str(),
+                    "bulkhead `{name}` cannot reach Redis: calls go by its fallback, `{fallback}`"
+                );
+            }
+            BulkheadEvent::FleetRestored { name } => {
+                tracing::info!(
+                    target: "resilience",
+                    aspect = "bulkhead",
+                    name = name.as_str(),
+                    "bulkhead `{name}` reaches Redis again: calls go by the fleet limit"
+                );
+            }
         });
     }
 }

@@ -6,39 +6,14 @@
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use redis_server::RedisServer;
+use redis_server::{connection, prefix, RedisServer};
 use resilience_runtime::fleet::{Backend, FleetFallback, RedisConnection};
 use resilience_runtime::{
     rate_limiter, RateLimiter, RateLimiterConfig, RateLimiterEvent, Rejected,
 };
-
-/// Keys of their own for every connection of a test run: a shared server keeps a key until its
-/// last cycle ends.
-fn prefix() -> String {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!(
-        "test-{}-{nanos}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-fn connection(url: &str, prefix: &str) -> RedisConnection {
-    RedisConnection::builder(url)
-        .command_timeout(Duration::from_millis(50))
-        .heartbeat_interval(Duration::from_millis(100))
-        .key_prefix(prefix)
-        .build()
-        .unwrap()
-}
 
 fn fleet_limiter(
     name: &str,

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use super::adaptive::AdaptiveLimit;
 use crate::error::ConfigError;
+use crate::fleet::Backend;
 use crate::name::Name;
 
 /// The largest `max_concurrent_calls` a bulkhead accepts.
@@ -22,6 +23,7 @@ pub const MAX_CONCURRENT_CALLS_LIMIT: u32 = (1 << 24) - 1;
 /// | `adaptive` | none (the limit is `max_concurrent_calls`) |
 /// | `max_wait_duration` | 0 (reject at once when full) |
 /// | `fair_call_handling` | `true` (strict FIFO among waiters) |
+/// | `backend` | local (the limit is this process's) |
 ///
 /// The limit is either fixed (`max_concurrent_calls`) or [`adaptive`](BulkheadConfigBuilder::adaptive):
 /// a configuration sets one or the other, and one built on a base that sets either takes the
@@ -46,6 +48,7 @@ pub struct BulkheadConfig {
     adaptive: Option<AdaptiveLimit>,
     max_wait_duration: Option<Duration>,
     fair_call_handling: Option<bool>,
+    backend: Option<Backend>,
 }
 
 crate::config_debug::debug_effective!(BulkheadConfig {
@@ -55,6 +58,7 @@ crate::config_debug::debug_effective!(BulkheadConfig {
     adaptive,
     max_wait_duration,
     fair_call_handling,
+    backend,
 });
 
 impl BulkheadConfig {
@@ -101,6 +105,17 @@ impl BulkheadConfig {
             .unwrap_or(Self::DEFAULT_FAIR_CALL_HANDLING)
     }
 
+    /// Where the permits are: this process (the default), or leases in Redis, shared by the
+    /// fleet ([`crate::fleet`]).
+    pub fn backend(&self) -> Backend {
+        self.backend.clone().unwrap_or_default()
+    }
+
+    /// The backend as set, for the registry to give a Redis one its connection.
+    pub(crate) fn backend_field(&mut self) -> Option<&mut Backend> {
+        self.backend.as_mut()
+    }
+
     /// The named configuration this one inherits unset fields from, if any.
     pub fn base(&self) -> Option<&str> {
         self.base.as_deref()
@@ -122,12 +137,28 @@ impl BulkheadConfig {
             adaptive,
             max_wait_duration: self.max_wait_duration.or(base.max_wait_duration),
             fair_call_handling: self.fair_call_handling.or(base.fair_call_handling),
+            backend: self.backend.clone().or_else(|| base.backend.clone()),
         };
         merged.validate()?;
         Ok(merged)
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
+        let backend = self.backend();
+        if !backend.is_local() && self.adaptive.is_some() {
+            return Err(ConfigError::new(
+                "backend",
+                "a fleet bulkhead's limit is fixed: replicas cannot each adapt one shared limit; \
+                 set `max_concurrent_calls`, or keep the adaptive limit local",
+            ));
+        }
+        if backend.batch_size().is_some_and(|batch| batch != 1) {
+            return Err(ConfigError::new(
+                "backend",
+                "a batch is a rate limiter's: a fleet bulkhead takes one lease per call; remove \
+                 `batch`",
+            ));
+        }
         if let Some(adaptive) = &self.adaptive {
             if self.max_concurrent_calls.is_some() {
                 return Err(ConfigError::new(
@@ -210,6 +241,15 @@ impl BulkheadConfigBuilder {
         self
     }
 
+    /// Where the permits are: [`Backend::local`] (the default), or Redis with
+    /// `Backend::redis()` (feature `redis`): a permit is a lease of a limit shared by every
+    /// replica that names this instance; see [`crate::fleet`]. A fleet limit is fixed (not
+    /// [`adaptive`](Self::adaptive)).
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.config.backend = Some(backend);
+        self
+    }
+
     /// Takes every field not set on this builder from the named configuration `base` when the
     /// registry installs this configuration.
     pub fn base(mut self, base: impl Into<Name>) -> Self {
@@ -223,7 +263,8 @@ impl BulkheadConfigBuilder {
     ///
     /// A [`ConfigError`] naming the field: `max_concurrent_calls` of 0 or above
     /// 16 777 215; both `max_concurrent_calls` and `adaptive`; an `adaptive.*` setting out of
-    /// its range or of another algorithm.
+    /// its range or of another algorithm; on `backend`, a Redis backend with an adaptive limit
+    /// or a batch.
     pub fn build(self) -> Result<BulkheadConfig, ConfigError> {
         self.config.validate()?;
         Ok(self.config)

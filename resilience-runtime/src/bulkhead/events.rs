@@ -3,6 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::fleet::FleetFallback;
 use crate::name::Name;
 
 /// Something a bulkhead did, delivered to the callbacks registered with
@@ -46,15 +47,32 @@ pub enum BulkheadEvent {
         /// The limit now.
         to: u32,
     },
+    /// A fleet bulkhead's Redis did not answer: calls go by `fallback` until it does again.
+    #[non_exhaustive]
+    FleetUnavailable {
+        /// The bulkhead.
+        name: Name,
+        /// What decides the calls meanwhile.
+        fallback: FleetFallback,
+        /// What went wrong, in a line.
+        reason: String,
+    },
+    /// A fleet bulkhead's Redis answers again: calls go by the fleet limit.
+    #[non_exhaustive]
+    FleetRestored {
+        /// The bulkhead.
+        name: Name,
+    },
 }
 
 impl BulkheadEvent {
     /// The bulkhead the event comes from.
     pub fn name(&self) -> &Name {
         match self {
-            BulkheadEvent::CallRejected { name, .. } | BulkheadEvent::LimitChanged { name, .. } => {
-                name
-            }
+            BulkheadEvent::CallRejected { name, .. }
+            | BulkheadEvent::LimitChanged { name, .. }
+            | BulkheadEvent::FleetUnavailable { name, .. }
+            | BulkheadEvent::FleetRestored { name } => name,
         }
     }
 }
@@ -69,6 +87,18 @@ impl fmt::Display for BulkheadEvent {
             ),
             BulkheadEvent::LimitChanged { name, from, to } => {
                 write!(f, "bulkhead `{name}`: limit changed from {from} to {to}")
+            }
+            BulkheadEvent::FleetUnavailable {
+                name,
+                fallback,
+                reason,
+            } => write!(
+                f,
+                "bulkhead `{name}` cannot reach its fleet limit ({reason}); calls go by its \
+                 fallback, `{fallback}`"
+            ),
+            BulkheadEvent::FleetRestored { name } => {
+                write!(f, "bulkhead `{name}` reaches its fleet limit again")
             }
         }
     }

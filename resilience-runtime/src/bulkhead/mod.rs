@@ -12,6 +12,8 @@
 mod adaptive;
 mod config;
 mod events;
+#[cfg(feature = "redis")]
+mod fleet;
 mod permit;
 mod semaphore;
 mod wait_list;
@@ -113,6 +115,12 @@ pub struct Bulkhead {
     /// The adaptive limit's algorithm, off for a fixed limit.
     controller: Controller,
     subscribers: Subscribers<BulkheadEvent>,
+    /// The Redis side of a fleet bulkhead (`None`: local), and whether there is one: the local
+    /// path reads the flag alone.
+    #[cfg(feature = "redis")]
+    fleet: arc_swap::ArcSwapOption<fleet::Fleet>,
+    #[cfg(feature = "redis")]
+    has_fleet: std::sync::atomic::AtomicBool,
 }
 
 /// How long a caller who finds no free permit waits.
@@ -173,8 +181,15 @@ impl Bulkhead {
     pub fn with_clock(name: impl Into<Name>, config: BulkheadConfig, clock: Clock) -> Self {
         let id = crate::next_instance_id();
         let settings = config.adaptive().map(AdaptiveLimit::settings);
+        let name = name.into();
+        #[cfg(feature = "redis")]
+        let fleet = fleet::Fleet::new(&name, &config, None).map(Arc::new);
         Bulkhead {
-            name: name.into(),
+            #[cfg(feature = "redis")]
+            has_fleet: std::sync::atomic::AtomicBool::new(fleet.is_some()),
+            #[cfg(feature = "redis")]
+            fleet: arc_swap::ArcSwapOption::new(fleet),
+            name,
             id,
             wait: AtomicU64::new(Wait::from_config(config.max_wait_duration()).to_nanos()),
             semaphore: Semaphore::new(config.max_concurrent_calls(), config.fair_call_handling()),
@@ -215,6 +230,9 @@ impl Bulkhead {
     ///   adaptive one the same way. Changing only the wait or the fairness of an adaptive
     ///   bulkhead keeps the limit its algorithm found.
     /// - The counters ([`metrics`](Self::metrics)) are not reset.
+    /// - A fleet bulkhead ([`backend`](BulkheadConfigBuilder::backend)) keeps its leases when
+    ///   the connection stays the same; leases held across a change of connection or to a
+    ///   local backend are no longer renewed and lapse within one lease.
     ///
     /// Reconfiguring with a configuration equal to the one in force does nothing. Taking and
     /// releasing permits stay lock-free while a reconfiguration runs.
@@ -271,10 +289,51 @@ impl Bulkhead {
                     .reconfigure(config.max_concurrent_calls(), fair)
             })
         };
+        #[cfg(feature = "redis")]
+        {
+            let previous = self.fleet.load_full();
+            let fleet = fleet::Fleet::new(&self.name, &config, previous.as_deref()).map(Arc::new);
+            self.has_fleet.store(fleet.is_some(), Ordering::Relaxed);
+            self.fleet.store(fleet);
+        }
         *current = config;
         drop(current);
         for wake in wakes {
             wake.wake();
+        }
+    }
+
+    /// The Redis side, for a fleet bulkhead (one relaxed load when there is none).
+    #[cfg(feature = "redis")]
+    #[inline]
+    fn fleet(&self) -> Option<Arc<fleet::Fleet>> {
+        if self.has_fleet.load(Ordering::Relaxed) {
+            self.fleet.load_full()
+        } else {
+            None
+        }
+    }
+
+    /// Sets the semaphore's limit, keeping the configuration (a fleet bulkhead's switch between
+    /// the fleet limit and its local share).
+    #[cfg(feature = "redis")]
+    fn set_max(&self, max: u32) {
+        let current = lock(&self.config);
+        let wakes = self
+            .semaphore
+            .reconfigure(max, current.fair_call_handling());
+        drop(current);
+        for wake in wakes {
+            wake.wake();
+        }
+    }
+
+    /// Delivers `event` to the subscribers.
+    #[cfg(feature = "redis")]
+    #[cold]
+    fn deliver(&self, event: BulkheadEvent) {
+        if self.subscribers.any() {
+            self.subscribers.deliver([event]);
         }
     }
 
@@ -290,8 +349,13 @@ impl Bulkhead {
     }
 
     /// The number of permits free right now: zero while more calls hold a permit than a
-    /// shrink left room for.
+    /// shrink left room for. For a fleet bulkhead, the leases free across the fleet when Redis
+    /// last answered this process.
     pub fn available_concurrent_calls(&self) -> u32 {
+        #[cfg(feature = "redis")]
+        if let Some(fleet) = self.fleet() {
+            return fleet.available();
+        }
         self.semaphore.available()
     }
 
@@ -318,12 +382,23 @@ impl Bulkhead {
             .controller
             .exclusive(|| (self.semaphore.counts(), self.semaphore.max()));
         drop(config);
+        #[cfg(feature = "redis")]
+        let (available, fleet_fallback_calls) = match self.fleet() {
+            Some(fleet) => (
+                fleet.available(),
+                fleet.fallback_calls.load(Ordering::Relaxed),
+            ),
+            None => (counts.available, 0),
+        };
+        #[cfg(not(feature = "redis"))]
+        let (available, fleet_fallback_calls) = (counts.available, 0);
         BulkheadMetrics {
-            available_concurrent_calls: counts.available,
+            available_concurrent_calls: available,
             max_allowed_concurrent_calls: max,
             permitted_calls: counts.permitted,
             rejected_calls: counts.rejected,
             finished_calls: counts.permitted.saturating_sub(counts.held),
+            fleet_fallback_calls,
         }
     }
 
@@ -336,6 +411,10 @@ impl Bulkhead {
     /// [`Rejected::BulkheadFull`] (with `waited` zero) if no permit is free.
     #[inline]
     pub fn try_acquire(&self) -> Result<BulkheadPermit<'_>, Rejected> {
+        #[cfg(feature = "redis")]
+        if let Some(fleet) = self.fleet() {
+            return fleet.acquire_blocking(self, Wait::Reject);
+        }
         if self.semaphore.try_acquire() {
             Ok(self.permit())
         } else {
@@ -348,12 +427,22 @@ impl Bulkhead {
     /// it) only when [`waits`](Self::waits) says a full bulkhead makes callers wait.
     #[inline]
     pub(crate) fn try_acquire_uncounted(&self) -> Option<BulkheadPermit<'_>> {
+        // A fleet bulkhead's admission is a round trip: the caller waits for it.
+        #[cfg(feature = "redis")]
+        if self.has_fleet.load(Ordering::Relaxed) {
+            return None;
+        }
         self.semaphore.try_acquire().then(|| self.permit())
     }
 
-    /// Whether a caller who finds no free permit waits for one (`max_wait_duration` above zero).
+    /// Whether a caller who finds no free permit waits for one (`max_wait_duration` above
+    /// zero), or for the answer of Redis (a fleet bulkhead).
     #[inline]
     pub(crate) fn waits(&self) -> bool {
+        #[cfg(feature = "redis")]
+        if self.has_fleet.load(Ordering::Relaxed) {
+            return true;
+        }
         self.wait.load(Ordering::Relaxed) != 0
     }
 
@@ -370,10 +459,20 @@ impl Bulkhead {
     /// [`Rejected::WouldBlock`] if none was free and waiting would block a current-thread
     /// runtime.
     pub fn acquire_blocking(&self) -> Result<BulkheadPermit<'_>, Rejected> {
+        #[cfg(feature = "redis")]
+        if let Some(fleet) = self.fleet() {
+            return fleet.acquire_blocking(self, self.wait());
+        }
+        self.acquire_blocking_local(self.wait())
+    }
+
+    /// [`acquire_blocking`](Self::acquire_blocking) of a permit of the semaphore, waiting
+    /// within `wait`.
+    fn acquire_blocking_local(&self, wait: Wait) -> Result<BulkheadPermit<'_>, Rejected> {
         if self.semaphore.try_acquire() {
             return Ok(self.permit());
         }
-        let wait = match self.wait() {
+        let wait = match wait {
             Wait::Reject => return Err(self.reject(Duration::ZERO)),
             wait => wait,
         };
@@ -455,10 +554,19 @@ impl Bulkhead {
     /// # }
     /// ```
     pub async fn acquire(&self) -> Result<BulkheadPermit<'_>, Rejected> {
+        #[cfg(feature = "redis")]
+        if let Some(fleet) = self.fleet() {
+            return fleet.acquire(self, self.wait()).await;
+        }
+        self.acquire_local(self.wait()).await
+    }
+
+    /// [`acquire`](Self::acquire) of a permit of the semaphore, waiting within `wait`.
+    async fn acquire_local(&self, wait: Wait) -> Result<BulkheadPermit<'_>, Rejected> {
         if self.semaphore.try_acquire() {
             return Ok(self.permit());
         }
-        let wait = match self.wait() {
+        let wait = match wait {
             Wait::Reject => return Err(self.reject(Duration::ZERO)),
             wait => wait,
         };
@@ -500,6 +608,15 @@ impl Bulkhead {
         }
     }
 
+    /// A free permit of the semaphore, if there is one, marked `start` (a fleet bulkhead's
+    /// lease), counted.
+    #[cfg(feature = "redis")]
+    fn take_permit(&self, start: u32) -> Option<BulkheadPermit<'_>> {
+        self.semaphore
+            .try_acquire()
+            .then(|| BulkheadPermit::new(self, start))
+    }
+
     #[inline]
     fn permit(&self) -> BulkheadPermit<'_> {
         // An adaptive limit times the call from its admission: the wait for a permit is the
@@ -524,6 +641,12 @@ impl Bulkhead {
     /// sample (unless `end` says there is none); applies and tells a change of the limit.
     #[inline(never)]
     fn release_sampled(&self, start: u32, end: Ended) {
+        // A fleet bulkhead keeps the permit's lease where an adaptive one keeps its start.
+        #[cfg(feature = "redis")]
+        if self.fleet().is_some_and(|fleet| fleet.release(start)) {
+            self.semaphore.release();
+            return;
+        }
         let held = self.semaphore.release_held();
         if end == Ended::Unsampled {
             return;
@@ -736,6 +859,7 @@ pub struct BulkheadMetrics {
     permitted_calls: u64,
     rejected_calls: u64,
     finished_calls: u64,
+    fleet_fallback_calls: u64,
 }
 
 impl BulkheadMetrics {
@@ -762,5 +886,11 @@ impl BulkheadMetrics {
     /// Permitted calls that have released their permit.
     pub fn finished_calls(&self) -> u64 {
         self.finished_calls
+    }
+
+    /// Calls a fleet bulkhead decided by its fallback while Redis did not answer (0 for a
+    /// local bulkhead).
+    pub fn fleet_fallback_calls(&self) -> u64 {
+        self.fleet_fallback_calls
     }
 }

@@ -96,6 +96,8 @@ settings! {
         max_wait_duration: Dur,
         fair_call_handling_enabled: bool,
         adaptive: AdaptiveTable,
+        backend: BackendSetting,
+        redis_fallback: FallbackSetting,
     }
     aliases { "fair_call_handling" => "fair_call_handling_enabled" }
 }
@@ -197,12 +199,17 @@ impl Settings for BulkheadSettings {
         if let Some(adaptive) = &self.adaptive {
             b = b.adaptive(adaptive.limit());
         }
+        if let Some(backend) = backend_of(self.backend, self.redis_fallback, None)? {
+            b = b.backend(backend);
+        }
         b.build()
     }
 
     fn keys_of(field: &'static str) -> &'static [&'static str] {
         match field {
             "fair_call_handling" => &["fair_call_handling_enabled"],
+            // A fleet limit with an adaptive one: the adaptive table is what to remove.
+            "backend" => &["backend", "adaptive"],
             _ => &[],
         }
     }

@@ -152,8 +152,8 @@ impl RedisConnection {
         &self.inner.replica
     }
 
-    /// The round trips the guards sent over this connection so far (heartbeats not counted):
-    /// one per admission asked of Redis.
+    /// The commands the guards sent over this connection so far (heartbeats not counted): one
+    /// per admission asked of Redis, and one per lease given back.
     pub fn commands_sent(&self) -> u64 {
         self.inner.commands.load(Ordering::Relaxed)
     }
@@ -162,6 +162,37 @@ impl RedisConnection {
     /// that all of an instance's keys are in one slot of a Redis Cluster.
     pub(crate) fn key(&self, kind: &str, name: &str, part: &str) -> String {
         format!("{}:{{{kind}:{name}}}:{part}", self.inner.key_prefix)
+    }
+
+    /// The id in Redis of this process's lease number `lease`: unique across the fleet.
+    pub(crate) fn lease_id(&self, lease: u32) -> String {
+        format!("{}:{lease}", self.inner.replica)
+    }
+
+    /// Removes the leases `leases` from the sorted set `key`, without waiting for the answer:
+    /// a release that does not arrive leaves the lease to expire by itself.
+    pub(crate) fn release_leases(&self, key: &str, leases: &[u32]) {
+        if !leases.is_empty() {
+            self.inner.commands.fetch_add(1, Ordering::Relaxed);
+            self.remove_leases(key, leases);
+        }
+    }
+
+    /// [`release_leases`](Self::release_leases), not counted (the heartbeat's).
+    fn remove_leases(&self, key: &str, leases: &[u32]) {
+        if leases.is_empty() {
+            return;
+        }
+        let mut zrem = redis::cmd("ZREM");
+        zrem.arg(key);
+        for &lease in leases {
+            zrem.arg(self.lease_id(lease));
+        }
+        let mut manager = self.manager();
+        let timeout = self.inner.command_timeout;
+        self.spawn_task(async move {
+            let _ = tokio::time::timeout(timeout, zrem.query_async::<()>(&mut manager)).await;
+        });
     }
 
     /// A handle that does not keep the connection open (the heartbeat task's).
@@ -189,11 +220,12 @@ impl RedisConnection {
     }
 
     /// Runs `command` on the connection's thread within the command timeout. `unclaimed` gets
-    /// the answer if the caller gave up waiting for it (so an acquired lease is released).
+    /// the answer, or the failure, if the caller gave up waiting for it (so that a lease the
+    /// command may have taken is released).
     pub(crate) fn send<T, F, Fut>(
         &self,
         command: F,
-        unclaimed: impl FnOnce(T) + Send + 'static,
+        unclaimed: impl FnOnce(Result<T, CommandError>) + Send + 'static,
     ) -> Reply<T>
     where
         T: Send + 'static,
@@ -209,7 +241,7 @@ impl RedisConnection {
     pub(crate) fn send_blocking<T, F, Fut>(
         &self,
         command: F,
-        unclaimed: impl FnOnce(T) + Send + 'static,
+        unclaimed: impl FnOnce(Result<T, CommandError>) + Send + 'static,
     ) -> Result<T, CommandError>
     where
         T: Send + 'static,
@@ -228,7 +260,7 @@ impl RedisConnection {
     fn spawn<T, F, Fut>(
         &self,
         command: F,
-        unclaimed: impl FnOnce(T) + Send + 'static,
+        unclaimed: impl FnOnce(Result<T, CommandError>) + Send + 'static,
         sink: Sink<T>,
     ) where
         T: Send + 'static,
@@ -244,8 +276,8 @@ impl RedisConnection {
                 Ok(Err(error)) => Err(CommandError::Failed(error.to_string())),
                 Err(_) => Err(CommandError::TimedOut(timeout)),
             };
-            if let Err(Ok(value)) = sink.answer(answer) {
-                unclaimed(value);
+            if let Err(answer) = sink.answer(answer) {
+                unclaimed(answer);
             }
         });
     }
@@ -462,6 +494,18 @@ pub(crate) mod heartbeat {
 
         /// The replicas alive at the last heartbeat, this one included.
         fn seen_alive(&self, replicas: u32);
+
+        /// The key of the instance's leases and the numbers of those this replica holds now,
+        /// renewed by each heartbeat (a bulkhead's; `None` for an instance without leases).
+        fn leases(&self) -> Option<(&str, Vec<u32>)> {
+            None
+        }
+
+        /// Whether this replica still holds lease `lease`.
+        fn holds(&self, lease: u32) -> bool {
+            let _ = lease;
+            false
+        }
     }
 
     /// How long a heartbeat counts: three intervals, so one lost heartbeat does not drop a replica.
@@ -505,7 +549,8 @@ pub(crate) mod heartbeat {
         });
     }
 
-    /// One heartbeat of `member`; a failed one changes nothing (the count seen last stays).
+    /// One heartbeat of `member`, renewing its leases; a failed one changes nothing (the count
+    /// seen last stays, and the leases expire at their time).
     async fn beat(
         connection: &RedisConnection,
         manager: &mut redis::aio::ConnectionManager,
@@ -516,6 +561,13 @@ pub(crate) mod heartbeat {
         invocation
             .arg(connection.replica_id())
             .arg(u64::try_from(ttl.as_micros()).unwrap_or(u64::MAX));
+        let leases = member.leases();
+        if let Some((key, held)) = &leases {
+            invocation.key(*key);
+            for &lease in held {
+                invocation.arg(connection.lease_id(lease));
+            }
+        }
         let answer = tokio::time::timeout(
             connection.command_timeout(),
             invocation.invoke_async::<u32>(manager),
@@ -523,6 +575,12 @@ pub(crate) mod heartbeat {
         .await;
         if let Ok(Ok(replicas)) = answer {
             member.seen_alive(replicas.max(1));
+        }
+        // A renewal re-adds a lease a restarted Redis lost; one released while the renewal was
+        // on its way may be re-added by it too, so it is released again after it.
+        if let Some((key, held)) = leases {
+            let released: Vec<u32> = held.into_iter().filter(|&l| !member.holds(l)).collect();
+            connection.remove_leases(key, &released);
         }
     }
 }

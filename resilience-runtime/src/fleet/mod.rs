@@ -81,7 +81,12 @@ pub(crate) trait HasBackend {
     }
 }
 
-impl HasBackend for crate::BulkheadConfig {}
+impl HasBackend for crate::BulkheadConfig {
+    fn backend_mut(&mut self) -> Option<&mut Backend> {
+        self.backend_field()
+    }
+}
+
 impl HasBackend for crate::RetryConfig {}
 impl HasBackend for crate::CircuitBreakerConfig {}
 impl HasBackend for crate::TimeLimiterConfig {}

@@ -7,7 +7,36 @@
 
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use resilience_runtime::fleet::RedisConnection;
+
+/// Keys of their own for every connection of a test run: a shared server keeps a key until its
+/// last cycle or lease ends.
+pub fn prefix() -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!(
+        "test-{}-{nanos}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A connection to `url` under `prefix`, with short timeouts and heartbeats: a command times
+/// out after 50 ms, a replica (and a lease) counts for 300 ms after its last heartbeat.
+pub fn connection(url: &str, prefix: &str) -> RedisConnection {
+    RedisConnection::builder(url)
+        .command_timeout(Duration::from_millis(50))
+        .heartbeat_interval(Duration::from_millis(100))
+        .key_prefix(prefix)
+        .build()
+        .unwrap()
+}
 
 /// A `redis-server` child process on `port`, stopped when dropped.
 pub struct RedisServer {

@@ -1,0 +1,487 @@
+//! A bulkhead whose permits are leases in Redis (feature `redis`): one script call to take a
+//! lease, one command to give it back, renewals with the heartbeats, and a fallback while Redis
+//! does not answer. See [`crate::fleet`] for what it means across the fleet.
+//!
+//! Every call admitted through Redis also holds a permit of the bulkhead's own semaphore, taken
+//! with its lease. Its limit is the fleet limit while Redis answers (a replica never holds more
+//! leases than that, so it never turns a leased call away) and the local share while the
+//! fallback decides: the calls that hold a lease when Redis goes away count against the share,
+//! as the calls of a local bulkhead do against a smaller limit.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use redis::Script;
+
+use super::permit::UNTIMED;
+use super::{Bulkhead, BulkheadConfig, BulkheadEvent, BulkheadPermit, Wait};
+use crate::blocking::Blocking;
+use crate::clock::{deadline_after, Reading};
+use crate::error::Rejected;
+use crate::fleet::connection::{heartbeat, CommandError, Member};
+use crate::fleet::health::{Health, Route};
+use crate::fleet::{FleetFallback, RedisConnection};
+use crate::name::Name;
+
+static LEASE: once_cell::sync::Lazy<Script> =
+    once_cell::sync::Lazy::new(|| Script::new(include_str!("../fleet/scripts/lease.lua")));
+
+/// The pause after the first "all leases held" answer; each next one is twice as long, up to
+/// [`LONGEST_PAUSE`], with jitter, so that the fleet's waiters do not ask Redis in step.
+const FIRST_PAUSE: Duration = Duration::from_millis(2);
+const LONGEST_PAUSE: Duration = Duration::from_millis(50);
+
+/// The Redis side of a fleet bulkhead, rebuilt when the bulkhead is reconfigured.
+pub(super) struct Fleet {
+    connection: Option<RedisConnection>,
+    fallback: FleetFallback,
+    limit: u32,
+    leases: Arc<Leases>,
+    health: Health,
+    /// The leases held across the fleet when Redis last answered.
+    fleet_held: AtomicU32,
+    /// The semaphore's limit as this fleet set it last: the fleet limit, or the local share.
+    local_max: AtomicU32,
+    /// Calls decided without Redis.
+    pub(super) fallback_calls: AtomicU64,
+}
+
+/// This replica's leases of one instance, renewed by its heartbeats.
+struct Leases {
+    key: String,
+    replicas_key: String,
+    /// The lease numbers held now (ids in Redis: [`RedisConnection::lease_id`]).
+    held: Mutex<HashSet<u32>>,
+    alive: AtomicU32,
+}
+
+impl Member for Leases {
+    fn replicas_key(&self) -> &str {
+        &self.replicas_key
+    }
+
+    fn seen_alive(&self, replicas: u32) {
+        self.alive.store(replicas, Ordering::Relaxed);
+    }
+
+    fn leases(&self) -> Option<(&str, Vec<u32>)> {
+        Some((&self.key, lock(&self.held).iter().copied().collect()))
+    }
+
+    fn holds(&self, lease: u32) -> bool {
+        lock(&self.held).contains(&lease)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A lease number unique in this process for as long as a call lasts (it wraps after 2³²
+/// leases). It is kept in the permit where an adaptive limit keeps its start: never
+/// [`UNTIMED`], which marks a permit without a lease.
+fn next_lease() -> u32 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    loop {
+        let lease = NEXT.fetch_add(1, Ordering::Relaxed);
+        if lease != UNTIMED {
+            return lease;
+        }
+    }
+}
+
+/// What Redis answered to a lease.
+#[derive(Clone, Copy)]
+struct Answer {
+    leased: bool,
+    /// The leases held across the fleet, the new one included.
+    held: u32,
+}
+
+/// What a caller does after an ask.
+enum Next<'b> {
+    /// Leased: the permit, which holds the lease.
+    Leased(BulkheadPermit<'b>),
+    /// Every lease is held: ask again after a pause, or give up at the deadline.
+    Full,
+    /// Redis did not answer: the fallback decides.
+    Fallback,
+}
+
+impl Fleet {
+    /// The Redis side of `name` under `config`, whose backend is Redis (its connection
+    /// resolved, or the environment's, or none: then it always falls back). The leases of
+    /// `previous` carry over when it used the same connection.
+    pub(super) fn new(
+        name: &Name,
+        config: &BulkheadConfig,
+        previous: Option<&Fleet>,
+    ) -> Option<Fleet> {
+        let fallback = config.backend().fallback_choice()?;
+        let connection = match config.backend().redis_parts() {
+            Some((connection, _)) => Some(connection.clone()),
+            None => crate::fleet::connection_from_env(),
+        };
+        let leases = match previous {
+            Some(previous) if previous.connection == connection => Arc::clone(&previous.leases),
+            _ => {
+                let key = |part| {
+                    connection
+                        .as_ref()
+                        .map(|c| c.key("bulkhead", name, part))
+                        .unwrap_or_default()
+                };
+                let leases = Arc::new(Leases {
+                    key: key("leases"),
+                    replicas_key: key("replicas"),
+                    held: Mutex::new(HashSet::new()),
+                    alive: AtomicU32::new(1),
+                });
+                if let Some(connection) = &connection {
+                    let member: Arc<dyn Member> = leases.clone();
+                    heartbeat::join(connection, &member);
+                }
+                leases
+            }
+        };
+        let limit = config.max_concurrent_calls();
+        Some(Fleet {
+            connection,
+            fallback,
+            limit,
+            leases,
+            health: Health::new(),
+            fleet_held: AtomicU32::new(0),
+            local_max: AtomicU32::new(limit),
+            fallback_calls: AtomicU64::new(0),
+        })
+    }
+
+    /// The leases free across the fleet when Redis last answered.
+    pub(super) fn available(&self) -> u32 {
+        self.limit
+            .saturating_sub(self.fleet_held.load(Ordering::Relaxed))
+    }
+
+    /// Takes a lease, waiting within `wait` (pausing between asks) while the fleet's are all
+    /// held. The permit holds the lease and a permit of the semaphore.
+    pub(super) async fn acquire<'b>(
+        &self,
+        bulkhead: &'b Bulkhead,
+        wait: Wait,
+    ) -> Result<BulkheadPermit<'b>, Rejected> {
+        let start = bulkhead.clock.now_nanos();
+        let deadline = deadline_of(start, wait);
+        let mut pause = FIRST_PAUSE;
+        loop {
+            let Some(connection) = self.ask(bulkhead) else {
+                return self
+                    .fallback_async(bulkhead, left(bulkhead, deadline))
+                    .await;
+            };
+            let lease = next_lease();
+            let invocation = self.invocation(connection, lease);
+            let answer = connection
+                .send(
+                    move |mut manager| async move { invocation.run(&mut manager).await },
+                    self.unclaimed(lease),
+                )
+                .answer()
+                .await;
+            match self.next(bulkhead, answer, lease) {
+                Next::Leased(permit) => return Ok(permit),
+                Next::Fallback => {
+                    return self
+                        .fallback_async(bulkhead, left(bulkhead, deadline))
+                        .await;
+                }
+                Next::Full => {}
+            }
+            let now = bulkhead.clock.now_nanos();
+            let Some(until) = pause_until(now, deadline, &mut pause) else {
+                return Err(bulkhead.reject(Duration::from_nanos(now.saturating_sub(start))));
+            };
+            bulkhead.clock.sleep_until(Reading::Precise, until).await;
+        }
+    }
+
+    /// [`acquire`](Self::acquire), blocking the thread for the round trips and the pauses.
+    pub(super) fn acquire_blocking<'b>(
+        &self,
+        bulkhead: &'b Bulkhead,
+        wait: Wait,
+    ) -> Result<BulkheadPermit<'b>, Rejected> {
+        let start = bulkhead.clock.now_nanos();
+        let deadline = deadline_of(start, wait);
+        let mut pause = FIRST_PAUSE;
+        loop {
+            let Some(connection) = self.ask(bulkhead) else {
+                return self.fallback_blocking(bulkhead, left(bulkhead, deadline));
+            };
+            let place = Blocking::here();
+            if place == Blocking::Refused {
+                return Err(bulkhead.refuse_blocking());
+            }
+            let lease = next_lease();
+            let invocation = self.invocation(connection, lease);
+            let answer = place.run(|| {
+                connection.send_blocking(
+                    move |mut manager| async move { invocation.run(&mut manager).await },
+                    self.unclaimed(lease),
+                )
+            });
+            match self.next(bulkhead, answer, lease) {
+                Next::Leased(permit) => return Ok(permit),
+                Next::Fallback => {
+                    return self.fallback_blocking(bulkhead, left(bulkhead, deadline));
+                }
+                Next::Full => {}
+            }
+            let now = bulkhead.clock.now_nanos();
+            let Some(until) = pause_until(now, deadline, &mut pause) else {
+                return Err(bulkhead.reject(Duration::from_nanos(now.saturating_sub(start))));
+            };
+            place.run(|| bulkhead.clock.sleep_until_blocking(Reading::Precise, until));
+        }
+    }
+
+    /// Gives back lease `lease` of a permit being released: `false` if it is not one of this
+    /// fleet's (a permit of an earlier configuration, whose lease expires by itself).
+    pub(super) fn release(&self, lease: u32) -> bool {
+        if !lock(&self.leases.held).remove(&lease) {
+            return false;
+        }
+        if let Some(connection) = &self.connection {
+            connection.release_leases(&self.leases.key, &[lease]);
+        }
+        true
+    }
+
+    /// The connection, if this call asks Redis; `None`: the fallback decides.
+    fn ask(&self, bulkhead: &Bulkhead) -> Option<&RedisConnection> {
+        let connection = self.connection.as_ref()?;
+        match self.health.route(bulkhead.clock.now_nanos()) {
+            Route::Redis | Route::Probe => Some(connection),
+            Route::Fallback => None,
+        }
+    }
+
+    /// The lease script for lease number `lease`.
+    fn invocation(&self, connection: &RedisConnection, lease: u32) -> Invocation {
+        let ttl = heartbeat::ttl(connection.heartbeat_interval());
+        Invocation {
+            key: self.leases.key.clone(),
+            id: connection.lease_id(lease),
+            limit: self.limit,
+            ttl_micros: u64::try_from(ttl.as_micros()).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// What undoes a lease its caller no longer waits for (it gave up, or was dropped): a
+    /// lease taken, or one the script may have taken before its answer was lost.
+    fn unclaimed(&self, lease: u32) -> impl FnOnce(Result<Answer, CommandError>) + Send + 'static {
+        let key = self.leases.key.clone();
+        let connection = self.connection.clone();
+        move |answer| {
+            let taken = answer.map_or(true, |answer| answer.leased);
+            if let (true, Some(connection)) = (taken, connection) {
+                connection.release_leases(&key, &[lease]);
+            }
+        }
+    }
+
+    /// What an answer (or its absence) to lease `lease` leaves the caller to do. A lease
+    /// comes with a permit of the semaphore, at the fleet limit now that Redis answers: a
+    /// replica's leases never fill it, unless calls the fallback admitted are still running
+    /// (then the lease goes back, and the caller waits as for a full fleet).
+    fn next<'b>(
+        &self,
+        bulkhead: &'b Bulkhead,
+        answer: Result<Answer, CommandError>,
+        lease: u32,
+    ) -> Next<'b> {
+        match answer {
+            Ok(answer) => {
+                self.answered(bulkhead);
+                self.fleet_held.store(answer.held, Ordering::Relaxed);
+                if !answer.leased {
+                    return Next::Full;
+                }
+                lock(&self.leases.held).insert(lease);
+                match bulkhead.take_permit(lease) {
+                    Some(permit) => Next::Leased(permit),
+                    None => {
+                        self.release(lease);
+                        Next::Full
+                    }
+                }
+            }
+            Err(error) => {
+                // The script may have run, its answer lost: the lease goes back, or lapses.
+                if let Some(connection) = &self.connection {
+                    connection.release_leases(&self.leases.key, &[lease]);
+                }
+                self.failed(bulkhead, &error.to_string());
+                Next::Fallback
+            }
+        }
+    }
+
+    fn answered(&self, bulkhead: &Bulkhead) {
+        if self.health.answered() {
+            self.set_local_max(bulkhead, self.limit);
+            bulkhead.deliver(BulkheadEvent::FleetRestored {
+                name: bulkhead.name.clone(),
+            });
+        }
+    }
+
+    fn failed(&self, bulkhead: &Bulkhead, reason: &str) {
+        let now = bulkhead.clock.now_nanos();
+        if self.health.failed(now, self.retry_interval()) {
+            bulkhead.deliver(BulkheadEvent::FleetUnavailable {
+                name: bulkhead.name.clone(),
+                fallback: self.fallback,
+                reason: reason.to_owned(),
+            });
+        }
+    }
+
+    /// The interval between tries of Redis while it does not answer.
+    fn retry_interval(&self) -> Duration {
+        self.connection
+            .as_ref()
+            .map_or(Duration::from_secs(1), RedisConnection::heartbeat_interval)
+    }
+
+    /// Sets the semaphore's limit to `max`, if this fleet did not already.
+    fn set_local_max(&self, bulkhead: &Bulkhead, max: u32) {
+        if self.local_max.swap(max, Ordering::Relaxed) != max {
+            bulkhead.set_max(max);
+        }
+    }
+
+    /// Whether the fallback admits by the semaphore (refusing otherwise), its limit set for it:
+    /// the local share, or the whole fleet limit when it admits every call.
+    fn fallback_admits(&self, bulkhead: &Bulkhead) -> bool {
+        self.fallback_calls.fetch_add(1, Ordering::Relaxed);
+        let max = match self.fallback {
+            FleetFallback::Refuse => return false,
+            FleetFallback::Admit => self.limit,
+            FleetFallback::LocalShare => {
+                let alive = self.leases.alive.load(Ordering::Relaxed).max(1);
+                (self.limit / alive).max(1)
+            }
+        };
+        self.set_local_max(bulkhead, max);
+        true
+    }
+
+    async fn fallback_async<'b>(
+        &self,
+        bulkhead: &'b Bulkhead,
+        wait: Wait,
+    ) -> Result<BulkheadPermit<'b>, Rejected> {
+        if self.fallback_admits(bulkhead) {
+            bulkhead.acquire_local(wait).await
+        } else {
+            Err(bulkhead.reject(Duration::ZERO))
+        }
+    }
+
+    fn fallback_blocking<'b>(
+        &self,
+        bulkhead: &'b Bulkhead,
+        wait: Wait,
+    ) -> Result<BulkheadPermit<'b>, Rejected> {
+        if self.fallback_admits(bulkhead) {
+            bulkhead.acquire_blocking_local(wait)
+        } else {
+            Err(bulkhead.reject(Duration::ZERO))
+        }
+    }
+}
+
+/// One call of the lease script, owned so that it runs on the connection's thread.
+struct Invocation {
+    key: String,
+    id: String,
+    limit: u32,
+    ttl_micros: u64,
+}
+
+impl Invocation {
+    async fn run(self, manager: &mut redis::aio::ConnectionManager) -> redis::RedisResult<Answer> {
+        let (leased, held): (i64, i64) = LEASE
+            .key(&self.key)
+            .arg(self.limit)
+            .arg(self.ttl_micros)
+            .arg(&self.id)
+            .invoke_async(manager)
+            .await?;
+        Ok(Answer {
+            leased: leased == 1,
+            held: u32::try_from(held).unwrap_or(u32::MAX),
+        })
+    }
+}
+
+/// The clock reading at which a caller that started at `start` stops waiting (`None`: never).
+fn deadline_of(start: u64, wait: Wait) -> Option<u64> {
+    match wait {
+        Wait::Reject => Some(start),
+        Wait::For(wait) => Some(deadline_after(start, wait)),
+        Wait::Forever => None,
+    }
+}
+
+/// What is left of a wait ending at `deadline`.
+fn left(bulkhead: &Bulkhead, deadline: Option<u64>) -> Wait {
+    match deadline {
+        None => Wait::Forever,
+        Some(deadline) => match deadline.checked_sub(bulkhead.clock.now_nanos()) {
+            Some(left) if left > 0 => Wait::For(Duration::from_nanos(left)),
+            _ => Wait::Reject,
+        },
+    }
+}
+
+/// When to ask again after a "full" at `now`: after `pause` with jitter (then doubled, up to
+/// [`LONGEST_PAUSE`]), and at the latest at the deadline; `None` once the deadline has passed.
+fn pause_until(now: u64, deadline: Option<u64>, pause: &mut Duration) -> Option<u64> {
+    if deadline.is_some_and(|deadline| now >= deadline) {
+        return None;
+    }
+    // Half the pause, plus up to as much again at random.
+    let jittered = pause.mul_f64(0.5 + fastrand::f64() * 0.5);
+    *pause = (*pause * 2).min(LONGEST_PAUSE);
+    let until = deadline_after(now, jittered);
+    Some(deadline.map_or(until, |deadline| until.min(deadline)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pauses_double_with_jitter_up_to_the_longest_and_end_at_the_deadline() {
+        let ms = |n: u64| n * 1_000_000;
+        let mut pause = FIRST_PAUSE;
+        let first = pause_until(0, None, &mut pause).unwrap();
+        assert!((ms(1)..=ms(2)).contains(&first), "{first}");
+        for _ in 0..10 {
+            pause_until(0, None, &mut pause);
+        }
+        assert_eq!(pause, LONGEST_PAUSE);
+        // The last ask is at the deadline, then none.
+        assert_eq!(pause_until(ms(10), Some(ms(12)), &mut pause), Some(ms(12)));
+        assert_eq!(pause_until(ms(12), Some(ms(12)), &mut pause), None);
+        assert_eq!(
+            pause_until(0, Some(0), &mut pause),
+            None,
+            "a caller that may not wait"
+        );
+    }
+}
