@@ -12,7 +12,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis_server::{connection, prefix, RedisServer};
 use resilience_runtime::fleet::{Backend, FleetFallback, RedisConnection};
-use resilience_runtime::{bulkhead, Bulkhead, BulkheadConfig, BulkheadEvent, Rejected};
+use resilience_runtime::{
+    bulkhead, Bulkhead, BulkheadConfig, BulkheadEvent, Clock, ManualClock, Rejected,
+};
 
 fn fleet_bulkhead(
     name: &str,
@@ -73,28 +75,46 @@ fn two_replicas_share_one_limit_and_a_lease_costs_two_commands() {
     };
     let prefix = prefix();
     let (first, second) = (connection(&url, &prefix), connection(&url, &prefix));
-    let a = fleet_bulkhead("db", &first, 3, Duration::ZERO, FleetFallback::Refuse);
-    let b = fleet_bulkhead("db", &second, 3, Duration::ZERO, FleetFallback::Refuse);
+    let config = |connection: &RedisConnection| {
+        BulkheadConfig::builder()
+            .max_concurrent_calls(3)
+            .backend(Backend::redis_with(connection.clone()).fallback(FleetFallback::Refuse))
+            .build()
+            .unwrap()
+    };
+    // A clock of the test's own: how long a replica takes the fleet for full.
+    let manual = ManualClock::new();
+    let a = Bulkhead::with_clock("db", config(&first), Clock::from(manual.clone()));
+    let b = Bulkhead::with_clock("db", config(&second), Clock::from(manual.clone()));
 
-    let sent = first.commands_sent();
     let one = a.try_acquire().expect("within the fleet limit");
     let two = a.try_acquire().expect("within the fleet limit");
     let three = b.try_acquire().expect("within the fleet limit");
     assert!(is_full(a.try_acquire()) && is_full(b.try_acquire()));
     assert_eq!(a.available_concurrent_calls(), 0);
     assert_eq!(leases_in_redis(&url, &prefix, "db"), 3);
+    let (a_sent, b_sent) = (first.commands_sent(), second.commands_sent());
+    assert_eq!(a_sent, 3, "one command per lease asked for");
+    for _ in 0..100 {
+        assert!(is_full(a.try_acquire()));
+    }
+    assert_eq!(first.commands_sent(), a_sent, "a full fleet is remembered");
 
-    // A lease given back by one replica is the other's.
+    // A lease given back: the replica that gave it back asks at once, the other one after
+    // its memory of a full fleet (10 ms).
     drop(one);
+    assert_eq!(
+        first.commands_sent(),
+        a_sent + 1,
+        "one command per lease given back"
+    );
     eventually("the lease is back in Redis", || {
         leases_in_redis(&url, &prefix, "db") == 2
     });
+    assert!(is_full(b.try_acquire()));
+    assert_eq!(second.commands_sent(), b_sent, "remembered");
+    manual.advance(Duration::from_millis(10));
     let four = b.try_acquire().expect("the lease a gave back");
-    assert_eq!(
-        first.commands_sent() - sent,
-        2 + 1 + 1,
-        "one command per lease taken or refused, one per lease given back"
-    );
     drop((two, three, four));
     eventually("every lease is back", || {
         leases_in_redis(&url, &prefix, "db") == 0
@@ -102,7 +122,7 @@ fn two_replicas_share_one_limit_and_a_lease_costs_two_commands() {
 
     let metrics = a.metrics();
     assert_eq!(metrics.permitted_calls(), 2);
-    assert_eq!(metrics.rejected_calls(), 1);
+    assert_eq!(metrics.rejected_calls(), 101);
     assert_eq!(metrics.finished_calls(), 2);
     assert_eq!(metrics.fleet_fallback_calls(), 0);
 }

@@ -1,7 +1,7 @@
-//! What a fleet rate limiter costs, against a real Redis on loopback, in one run:
-//! the latency of an admission beside a bare `INCR` through the same client crate, the round
-//! trips and server commands per admitted call, throughput at 1, 16 and 256 callers, what a
-//! refused caller costs, and the server's CPU per script call (its `INFO commandstats`).
+//! What a fleet rate limiter and a fleet bulkhead cost, against a real Redis on loopback, in one
+//! run: the latency of an admission (a lease) beside a bare `INCR` through the same client
+//! crate, the commands per admitted call, throughput at 1, 16 and 256 callers, what a refused
+//! caller costs, and the server's CPU per command (its `INFO commandstats`).
 //!
 //! `cargo run --release -p resilience-benches --features fleet --bin fleet-cost [redis://…]`
 //! (without a URL it starts a `redis-server` of its own on a free port).
@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use resilience_runtime::fleet::{Backend, RedisConnection};
-use resilience_runtime::{RateLimiter, RateLimiterConfig};
+use resilience_runtime::{Bulkhead, BulkheadConfig, RateLimiter, RateLimiterConfig};
 
 fn main() {
     let (url, _server) = match std::env::args().nth(1) {
@@ -28,6 +28,7 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(run(&url));
+    runtime.block_on(run_bulkhead(&url));
 }
 
 async fn run(url: &str) {
@@ -170,6 +171,168 @@ async fn run(url: &str) {
     println!("## Redis CPU per command (INFO commandstats, this run)\n");
     println!("| command | µs per call | calls per second of one core |\n|---|---|---|");
     for command in ["evalsha", "incr"] {
+        let usec = stats.usec_per_call(command);
+        println!("| {command} | {usec:.2} | {:.0} |", 1e6 / usec);
+    }
+}
+
+/// The same figures for a fleet bulkhead: a lease taken (one script call, waited for) and given
+/// back (one `ZREM`, not waited for).
+async fn run_bulkhead(url: &str) {
+    let connection = RedisConnection::builder(url)
+        .command_timeout(Duration::from_millis(200))
+        .key_prefix(format!("bench-bulkhead-{}", std::process::id()))
+        .build()
+        .unwrap();
+    let bulkhead = Arc::new(Bulkhead::new(
+        "bench",
+        BulkheadConfig::builder()
+            .max_concurrent_calls(1_000_000)
+            .backend(Backend::redis_with(connection.clone()))
+            .build()
+            .unwrap(),
+    ));
+    let client = redis::Client::open(url).unwrap();
+    let mut bare = redis::aio::ConnectionManager::new(client).await.unwrap();
+    for _ in 0..2_000 {
+        drop(bulkhead.acquire().await.unwrap());
+        let _: i64 = redis::cmd("INCR")
+            .arg("bench:incr")
+            .query_async(&mut bare)
+            .await
+            .unwrap();
+    }
+    // The server's counters from here on are the bulkhead's (and the `INCR`s').
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut bare)
+        .await
+        .unwrap();
+
+    let (mut lease, mut incr) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        let mut a = Vec::with_capacity(4_000);
+        let mut b = Vec::with_capacity(4_000);
+        for _ in 0..4_000 {
+            let start = Instant::now();
+            let permit = bulkhead.acquire().await.unwrap();
+            a.push(start.elapsed());
+            drop(permit);
+            let start = Instant::now();
+            let _: i64 = redis::cmd("INCR")
+                .arg("bench:incr")
+                .query_async(&mut bare)
+                .await
+                .unwrap();
+            b.push(start.elapsed());
+        }
+        a.sort();
+        b.sort();
+        if lease.is_empty() || a[a.len() / 2] < lease[lease.len() / 2] {
+            lease = a;
+        }
+        if incr.is_empty() || b[b.len() / 2] < incr[incr.len() / 2] {
+            incr = b;
+        }
+    }
+    let p = |v: &[Duration], q: f64| v[((v.len() as f64 * q) as usize).min(v.len() - 1)];
+    println!("\n# fleet bulkhead\n");
+    println!("## latency of taking a lease (best of 5 rounds of 4000, sequential)\n");
+    println!("| | p50 | p99 |\n|---|---|---|");
+    println!(
+        "| lease taken (script by SHA; given back without waiting) | {:.1} µs | {:.1} µs |",
+        micros(p(&lease, 0.5)),
+        micros(p(&lease, 0.99))
+    );
+    println!(
+        "| bare `INCR` | {:.1} µs | {:.1} µs |",
+        micros(p(&incr, 0.5)),
+        micros(p(&incr, 0.99))
+    );
+    println!(
+        "| ratio | {:.2}× | {:.2}× |\n",
+        micros(p(&lease, 0.5)) / micros(p(&incr, 0.5)),
+        micros(p(&lease, 0.99)) / micros(p(&incr, 0.99))
+    );
+
+    let stats_before = commandstats(&mut bare).await;
+    let sent_before = connection.commands_sent();
+    let leases = 10_000u64;
+    for _ in 0..leases {
+        drop(bulkhead.acquire().await.unwrap());
+    }
+    // The last releases are on their way.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let stats_after = commandstats(&mut bare).await;
+    let per =
+        |command| (stats_after.calls(command) - stats_before.calls(command)) as f64 / leases as f64;
+    println!("## per lease\n");
+    println!(
+        "commands sent: {:.3}; server commands: {:.3} EVALSHA, {:.3} ZREM (heartbeats aside)\n",
+        (connection.commands_sent() - sent_before) as f64 / leases as f64,
+        per("evalsha"),
+        per("zrem")
+    );
+
+    println!("## throughput of leases taken and given back (2 s each, 2 worker threads)\n");
+    println!("| callers | leases/s |\n|---|---|");
+    for callers in [1usize, 16, 256] {
+        let stop = Arc::new(AtomicBool::new(false));
+        let count = Arc::new(AtomicU64::new(0));
+        let tasks: Vec<_> = (0..callers)
+            .map(|_| {
+                let (bulkhead, stop, count) = (bulkhead.clone(), stop.clone(), count.clone());
+                tokio::spawn(async move {
+                    while !stop.load(Ordering::Relaxed) {
+                        if bulkhead.acquire().await.is_ok() {
+                            count.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let start_count = count.load(Ordering::Relaxed);
+        let start = Instant::now();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let done = count.load(Ordering::Relaxed) - start_count;
+        let rate = done as f64 / start.elapsed().as_secs_f64();
+        stop.store(true, Ordering::Relaxed);
+        for t in tasks {
+            t.await.unwrap();
+        }
+        println!("| {callers} | {rate:.0} |");
+    }
+
+    // Refused callers of a full fleet: asks while the memory of a full fleet lasts, no more.
+    let full = Bulkhead::new(
+        "bench-full",
+        BulkheadConfig::builder()
+            .max_concurrent_calls(1)
+            .backend(Backend::redis_with(connection.clone()))
+            .build()
+            .unwrap(),
+    );
+    let held = full.acquire().await.unwrap();
+    let sent_before = connection.commands_sent();
+    let (mut refused, start) = (0u64, Instant::now());
+    while start.elapsed() < Duration::from_secs(1) {
+        assert!(full.acquire().await.is_err());
+        refused += 1;
+    }
+    let elapsed = start.elapsed();
+    drop(held);
+    println!(
+        "\n## refused callers of a full fleet, one second\n\n{refused} refusals, {} commands, \
+         {:.0} ns each\n",
+        connection.commands_sent() - sent_before,
+        elapsed.as_nanos() as f64 / refused as f64
+    );
+
+    let stats = commandstats(&mut bare).await;
+    println!("\n## Redis CPU per command (INFO commandstats, since the reset)\n");
+    println!("| command | µs per call | calls per second of one core |\n|---|---|---|");
+    for command in ["evalsha", "zrem", "incr"] {
         let usec = stats.usec_per_call(command);
         println!("| {command} | {usec:.2} | {:.0} |", 1e6 / usec);
     }

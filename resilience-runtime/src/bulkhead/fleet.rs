@@ -33,6 +33,11 @@ static LEASE: once_cell::sync::Lazy<Script> =
 const FIRST_PAUSE: Duration = Duration::from_millis(2);
 const LONGEST_PAUSE: Duration = Duration::from_millis(50);
 
+/// How long a replica takes the fleet for full after Redis said so, unless it gives back a
+/// lease of its own meanwhile: its callers are refused (or pause) without asking, so a replica
+/// under overload asks Redis at most about a hundred times a second to be refused.
+const FULL_REMEMBERED: Duration = Duration::from_millis(10);
+
 /// The Redis side of a fleet bulkhead, rebuilt when the bulkhead is reconfigured.
 pub(super) struct Fleet {
     connection: Option<RedisConnection>,
@@ -42,6 +47,8 @@ pub(super) struct Fleet {
     health: Health,
     /// The leases held across the fleet when Redis last answered.
     fleet_held: AtomicU32,
+    /// Take the fleet for full without asking until this reading of the clock (ns); 0: ask.
+    full_until: AtomicU64,
     /// The semaphore's limit as this fleet set it last: the fleet limit, or the local share.
     local_max: AtomicU32,
     /// Calls decided without Redis.
@@ -154,6 +161,7 @@ impl Fleet {
             leases,
             health: Health::new(),
             fleet_held: AtomicU32::new(0),
+            full_until: AtomicU64::new(0),
             local_max: AtomicU32::new(limit),
             fallback_calls: AtomicU64::new(0),
         })
@@ -181,16 +189,21 @@ impl Fleet {
                     .fallback_async(bulkhead, left(bulkhead, deadline))
                     .await;
             };
-            let lease = next_lease();
-            let invocation = self.invocation(connection, lease);
-            let answer = connection
-                .send(
-                    move |mut manager| async move { invocation.run(&mut manager).await },
-                    self.unclaimed(lease),
-                )
-                .answer()
-                .await;
-            match self.next(bulkhead, answer, lease) {
+            let next = if self.remembered_full(bulkhead) {
+                Next::Full
+            } else {
+                let lease = next_lease();
+                let invocation = self.invocation(connection, lease);
+                let answer = connection
+                    .send(
+                        move |mut manager| async move { invocation.run(&mut manager).await },
+                        self.unclaimed(lease),
+                    )
+                    .answer()
+                    .await;
+                self.next(bulkhead, answer, lease)
+            };
+            match next {
                 Next::Leased(permit) => return Ok(permit),
                 Next::Fallback => {
                     return self
@@ -221,18 +234,22 @@ impl Fleet {
                 return self.fallback_blocking(bulkhead, left(bulkhead, deadline));
             };
             let place = Blocking::here();
-            if place == Blocking::Refused {
+            let next = if self.remembered_full(bulkhead) {
+                Next::Full
+            } else if place == Blocking::Refused {
                 return Err(bulkhead.refuse_blocking());
-            }
-            let lease = next_lease();
-            let invocation = self.invocation(connection, lease);
-            let answer = place.run(|| {
-                connection.send_blocking(
-                    move |mut manager| async move { invocation.run(&mut manager).await },
-                    self.unclaimed(lease),
-                )
-            });
-            match self.next(bulkhead, answer, lease) {
+            } else {
+                let lease = next_lease();
+                let invocation = self.invocation(connection, lease);
+                let answer = place.run(|| {
+                    connection.send_blocking(
+                        move |mut manager| async move { invocation.run(&mut manager).await },
+                        self.unclaimed(lease),
+                    )
+                });
+                self.next(bulkhead, answer, lease)
+            };
+            match next {
                 Next::Leased(permit) => return Ok(permit),
                 Next::Fallback => {
                     return self.fallback_blocking(bulkhead, left(bulkhead, deadline));
@@ -243,6 +260,9 @@ impl Fleet {
             let Some(until) = pause_until(now, deadline, &mut pause) else {
                 return Err(bulkhead.reject(Duration::from_nanos(now.saturating_sub(start))));
             };
+            if place == Blocking::Refused {
+                return Err(bulkhead.refuse_blocking());
+            }
             place.run(|| bulkhead.clock.sleep_until_blocking(Reading::Precise, until));
         }
     }
@@ -253,10 +273,19 @@ impl Fleet {
         if !lock(&self.leases.held).remove(&lease) {
             return false;
         }
+        // A lease of the fleet is free now: the next caller asks.
+        self.full_until.store(0, Ordering::Relaxed);
         if let Some(connection) = &self.connection {
             connection.release_leases(&self.leases.key, &[lease]);
         }
         true
+    }
+
+    /// Whether Redis said the fleet was full a moment ago (and this replica gave back no lease
+    /// since).
+    fn remembered_full(&self, bulkhead: &Bulkhead) -> bool {
+        let until = self.full_until.load(Ordering::Relaxed);
+        until != 0 && bulkhead.clock.now_nanos() < until
     }
 
     /// The connection, if this call asks Redis; `None`: the fallback decides.
@@ -307,6 +336,8 @@ impl Fleet {
                 self.answered(bulkhead);
                 self.fleet_held.store(answer.held, Ordering::Relaxed);
                 if !answer.leased {
+                    let until = deadline_after(bulkhead.clock.now_nanos(), FULL_REMEMBERED);
+                    self.full_until.fetch_max(until.max(1), Ordering::Relaxed);
                     return Next::Full;
                 }
                 lock(&self.leases.held).insert(lease);

@@ -45,6 +45,17 @@
 //! replica's next callers: [`Backend::batch`]). A refusal is remembered until the moment a caller
 //! could be admitted again, so a caller over the limit costs Redis nothing.
 //!
+//! **The bulkhead** admits at most `max_concurrent_calls` calls at once across the fleet. A
+//! permit is a lease in a sorted set of lease ids scored by their expiry on Redis's clock: one
+//! script call takes it (or refuses the call with the same
+//! [`Rejected::BulkheadFull`](crate::Rejected)), one `ZREM` gives it back when the call ends,
+//! without the call waiting for it. The heartbeats renew the leases a replica holds, so a call
+//! may outlast a lease, and a replica that dies mid-call stops renewing them: they lapse within
+//! three heartbeat intervals. A caller that may wait asks again after jittered pauses within its
+//! `max_wait_duration`. A fleet found full is remembered for 10 ms (unless this replica gives a
+//! lease back), so an overloaded replica asks Redis about a hundred times a second, not once per
+//! refused call.
+//!
 //! **When Redis is unreachable or slow** (no answer within the connection's
 //! `command_timeout`), the instance does what its [`FleetFallback`] says: by default it
 //! admits by a local limit, its share of the fleet limit (the limit divided by the replicas it
@@ -111,8 +122,9 @@ pub(crate) fn connection_from_env() -> Option<RedisConnection> {
         .clone()
 }
 
-/// Where a rate limiter's state lives: in this process ([`Backend::local`], the default), or
-/// in Redis, shared by every replica configured alike ([`Backend::redis`], feature `redis`).
+/// Where a rate limiter's or a bulkhead's state lives: in this process ([`Backend::local`], the
+/// default), or in Redis, shared by every replica configured alike ([`Backend::redis`], feature
+/// `redis`).
 ///
 /// ```
 /// use resilience_runtime::fleet::Backend;
