@@ -3,10 +3,11 @@
 //! does not answer. See [`crate::fleet`] for what it means across the fleet.
 //!
 //! Every call admitted through Redis also holds a permit of the bulkhead's own semaphore, taken
-//! with its lease. Its limit is the fleet limit while Redis answers (a replica never holds more
-//! leases than that, so it never turns a leased call away) and the local share while the
-//! fallback decides: the calls that hold a lease when Redis goes away count against the share,
-//! as the calls of a local bulkhead do against a smaller limit.
+//! with its lease. Its limit is the fleet limit while Redis answers (a replica holds at most
+//! that many leases) and the local share while the fallback decides: the calls that hold a
+//! lease when Redis goes away count against the share, as the calls of a local bulkhead do
+//! against a smaller limit. A call the fallback admits gets a lease number too, which the
+//! heartbeats add to Redis once it answers again: then it counts against the fleet limit.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -50,7 +51,8 @@ pub(super) struct Fleet {
     /// Take the fleet for full without asking until this reading of the clock (ns); 0: ask.
     full_until: AtomicU64,
     /// The semaphore's limit as this fleet set it last: the fleet limit, or the local share.
-    local_max: AtomicU32,
+    /// Locked while it is set, so that two changes racing reach the semaphore in their order.
+    local_max: Mutex<u32>,
     /// Calls decided without Redis.
     pub(super) fallback_calls: AtomicU64,
 }
@@ -131,8 +133,10 @@ impl Fleet {
             Some((connection, _)) => Some(connection.clone()),
             None => crate::fleet::connection_from_env(),
         };
-        let leases = match previous {
-            Some(previous) if previous.connection == connection => Arc::clone(&previous.leases),
+        // The same Redis: its leases, what it said last and whether it answers carry over.
+        let same = previous.filter(|previous| previous.connection == connection);
+        let leases = match same {
+            Some(previous) => Arc::clone(&previous.leases),
             _ => {
                 let key = |part| {
                     connection
@@ -159,11 +163,16 @@ impl Fleet {
             fallback,
             limit,
             leases,
-            health: Health::new(),
-            fleet_held: AtomicU32::new(0),
+            health: same.map_or_else(Health::new, |previous| previous.health.carried()),
+            fleet_held: AtomicU32::new(
+                same.map_or(0, |previous| previous.fleet_held.load(Ordering::Relaxed)),
+            ),
             full_until: AtomicU64::new(0),
-            local_max: AtomicU32::new(limit),
-            fallback_calls: AtomicU64::new(0),
+            local_max: Mutex::new(limit),
+            // A counter never goes back, whatever the reconfiguration.
+            fallback_calls: AtomicU64::new(previous.map_or(0, |previous| {
+                previous.fallback_calls.load(Ordering::Relaxed)
+            })),
         })
     }
 
@@ -273,19 +282,43 @@ impl Fleet {
         if !lock(&self.leases.held).remove(&lease) {
             return false;
         }
-        // A lease of the fleet is free now: the next caller asks.
-        self.full_until.store(0, Ordering::Relaxed);
+        // A lease of the fleet is free now: the next caller asks (one, not every caller).
+        if self.full_until.load(Ordering::Relaxed) != 0 {
+            self.full_until.store(1, Ordering::Relaxed);
+        }
         if let Some(connection) = &self.connection {
             connection.release_leases(&self.leases.key, &[lease]);
         }
         true
     }
 
-    /// Whether Redis said the fleet was full a moment ago (and this replica gave back no lease
-    /// since).
+    /// Whether this caller takes the fleet for full without asking: Redis said so a moment ago
+    /// and this replica gave back no lease since, or another caller of this replica is asking
+    /// now whether it still is.
     fn remembered_full(&self, bulkhead: &Bulkhead) -> bool {
         let until = self.full_until.load(Ordering::Relaxed);
-        until != 0 && bulkhead.clock.now_nanos() < until
+        if until == 0 {
+            return false;
+        }
+        let now = bulkhead.clock.now_nanos();
+        if now < until {
+            return true;
+        }
+        // One caller asks for the replica; the others keep to the memory meanwhile.
+        let next = deadline_after(now, FULL_REMEMBERED);
+        self.full_until
+            .compare_exchange(until, next, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+    }
+
+    /// Remembers the fleet as full (`true`: Redis said every lease is held) or not.
+    fn remember(&self, bulkhead: &Bulkhead, full: bool) {
+        if full {
+            let until = deadline_after(bulkhead.clock.now_nanos(), FULL_REMEMBERED);
+            self.full_until.fetch_max(until.max(2), Ordering::Relaxed);
+        } else {
+            self.full_until.store(0, Ordering::Relaxed);
+        }
     }
 
     /// The connection, if this call asks Redis; `None`: the fallback decides.
@@ -299,7 +332,7 @@ impl Fleet {
 
     /// The lease script for lease number `lease`.
     fn invocation(&self, connection: &RedisConnection, lease: u32) -> Invocation {
-        let ttl = heartbeat::ttl(connection.heartbeat_interval());
+        let ttl = heartbeat::ttl(connection);
         Invocation {
             key: self.leases.key.clone(),
             id: connection.lease_id(lease),
@@ -310,12 +343,15 @@ impl Fleet {
 
     /// What undoes a lease its caller no longer waits for (it gave up, or was dropped): a
     /// lease taken, or one the script may have taken before its answer was lost.
-    fn unclaimed(&self, lease: u32) -> impl FnOnce(Result<Answer, CommandError>) + Send + 'static {
+    fn unclaimed(
+        &self,
+        lease: u32,
+    ) -> impl Fn(Result<Answer, CommandError>) + Send + Sync + 'static {
         let key = self.leases.key.clone();
         let connection = self.connection.clone();
         move |answer| {
             let taken = answer.map_or(true, |answer| answer.leased);
-            if let (true, Some(connection)) = (taken, connection) {
+            if let (true, Some(connection)) = (taken, &connection) {
                 connection.release_leases(&key, &[lease]);
             }
         }
@@ -333,21 +369,23 @@ impl Fleet {
     ) -> Next<'b> {
         match answer {
             Ok(answer) => {
-                self.answered(bulkhead);
                 self.fleet_held.store(answer.held, Ordering::Relaxed);
-                if !answer.leased {
-                    let until = deadline_after(bulkhead.clock.now_nanos(), FULL_REMEMBERED);
-                    self.full_until.fetch_max(until.max(1), Ordering::Relaxed);
-                    return Next::Full;
-                }
-                lock(&self.leases.held).insert(lease);
-                match bulkhead.take_permit(lease) {
-                    Some(permit) => Next::Leased(permit),
-                    None => {
-                        self.release(lease);
-                        Next::Full
+                self.remember(bulkhead, answer.held >= self.limit);
+                let next = if answer.leased {
+                    lock(&self.leases.held).insert(lease);
+                    match bulkhead.take_permit(lease) {
+                        Some(permit) => Next::Leased(permit),
+                        None => {
+                            self.release(lease);
+                            Next::Full
+                        }
                     }
-                }
+                } else {
+                    Next::Full
+                };
+                // Told last: a subscriber that panics drops the permit, and its lease with it.
+                self.answered(bulkhead);
+                next
             }
             Err(error) => {
                 // The script may have run, its answer lost: the lease goes back, or lapses.
@@ -389,9 +427,20 @@ impl Fleet {
 
     /// Sets the semaphore's limit to `max`, if this fleet did not already.
     fn set_local_max(&self, bulkhead: &Bulkhead, max: u32) {
-        if self.local_max.swap(max, Ordering::Relaxed) != max {
-            bulkhead.set_max(max);
+        let mut local_max = lock(&self.local_max);
+        if *local_max != max {
+            *local_max = max;
+            bulkhead.set_max(self, max);
         }
+    }
+
+    /// A permit the fallback admitted, with a lease number of its own: the heartbeats add it to
+    /// Redis once it answers again, so the call counts against the fleet limit until it ends.
+    fn adopt<'b>(&self, mut permit: BulkheadPermit<'b>) -> BulkheadPermit<'b> {
+        let lease = next_lease();
+        lock(&self.leases.held).insert(lease);
+        permit.start = lease;
+        permit
     }
 
     /// Whether the fallback admits by the semaphore (refusing otherwise), its limit set for it:
@@ -416,7 +465,7 @@ impl Fleet {
         wait: Wait,
     ) -> Result<BulkheadPermit<'b>, Rejected> {
         if self.fallback_admits(bulkhead) {
-            bulkhead.acquire_local(wait).await
+            Ok(self.adopt(bulkhead.acquire_local(wait).await?))
         } else {
             Err(bulkhead.reject(Duration::ZERO))
         }
@@ -428,7 +477,7 @@ impl Fleet {
         wait: Wait,
     ) -> Result<BulkheadPermit<'b>, Rejected> {
         if self.fallback_admits(bulkhead) {
-            bulkhead.acquire_blocking_local(wait)
+            Ok(self.adopt(bulkhead.acquire_blocking_local(wait)?))
         } else {
             Err(bulkhead.reject(Duration::ZERO))
         }

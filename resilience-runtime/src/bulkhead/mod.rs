@@ -315,10 +315,19 @@ impl Bulkhead {
     }
 
     /// Sets the semaphore's limit, keeping the configuration (a fleet bulkhead's switch between
-    /// the fleet limit and its local share).
+    /// the fleet limit and its local share), unless `fleet` is no longer this bulkhead's.
     #[cfg(feature = "redis")]
-    fn set_max(&self, max: u32) {
+    fn set_max(&self, fleet: &fleet::Fleet, max: u32) {
         let current = lock(&self.config);
+        // A reconfiguration replaces the fleet under this lock, and sets the limit itself.
+        if !self
+            .fleet
+            .load()
+            .as_deref()
+            .is_some_and(|now| std::ptr::eq(now, fleet))
+        {
+            return;
+        }
         let wakes = self
             .semaphore
             .reconfigure(max, current.fair_call_handling());
@@ -404,11 +413,16 @@ impl Bulkhead {
 
     /// Takes a free permit without waiting, or rejects the call at once.
     ///
-    /// Under fair call handling a permit is not free for a newcomer while callers wait.
+    /// Under fair call handling a permit is not free for a newcomer while callers wait. A
+    /// fleet bulkhead ([`BulkheadConfigBuilder::backend`]) asks Redis for a lease, blocking the
+    /// thread for the round trip (at most the connection's command timeout) as
+    /// [`acquire_blocking`](Self::acquire_blocking) does.
     ///
     /// # Errors
     ///
-    /// [`Rejected::BulkheadFull`] (with `waited` zero) if no permit is free.
+    /// [`Rejected::BulkheadFull`] (with `waited` zero, or a fleet bulkhead's round trip) if no
+    /// permit is free; for a fleet bulkhead on a current-thread runtime,
+    /// [`Rejected::WouldBlock`] (the round trip would block it).
     #[inline]
     pub fn try_acquire(&self) -> Result<BulkheadPermit<'_>, Rejected> {
         #[cfg(feature = "redis")]

@@ -22,7 +22,8 @@ use super::Bulkhead;
 pub struct BulkheadPermit<'a> {
     bulkhead: &'a Bulkhead,
     /// When the call was admitted under an adaptive limit, in [`tick`]s of the precise
-    /// clock, else `UNTIMED`. (How the call ended is given by the method that consumes the
+    /// clock; a fleet bulkhead's lease number (a fleet limit is never adaptive); else
+    /// `UNTIMED`. (How the call ended is given by the method that consumes the
     /// permit, not kept in it.)
     pub(super) start: u32,
 }

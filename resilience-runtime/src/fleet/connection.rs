@@ -221,27 +221,31 @@ impl RedisConnection {
 
     /// Runs `command` on the connection's thread within the command timeout. `unclaimed` gets
     /// the answer, or the failure, if the caller gave up waiting for it (so that a lease the
-    /// command may have taken is released).
+    /// command may have taken is released): once, on whichever side last held the answer.
     pub(crate) fn send<T, F, Fut>(
         &self,
         command: F,
-        unclaimed: impl FnOnce(Result<T, CommandError>) + Send + 'static,
+        unclaimed: impl Fn(Result<T, CommandError>) + Send + Sync + 'static,
     ) -> Reply<T>
     where
         T: Send + 'static,
         F: FnOnce(ConnectionManager) -> Fut + Send + 'static,
         Fut: Future<Output = redis::RedisResult<T>> + Send + 'static,
     {
+        let unclaimed: Unclaimed<T> = Arc::new(unclaimed);
         let (to_async, from_task) = oneshot::channel();
-        self.spawn(command, unclaimed, Sink::Async(to_async));
-        Reply(from_task)
+        self.spawn(command, Arc::clone(&unclaimed), Sink::Async(to_async));
+        Reply {
+            answer: from_task,
+            unclaimed: Some(unclaimed),
+        }
     }
 
     /// [`send`](Self::send), for a caller that blocks its thread for the answer.
     pub(crate) fn send_blocking<T, F, Fut>(
         &self,
         command: F,
-        unclaimed: impl FnOnce(Result<T, CommandError>) + Send + 'static,
+        unclaimed: impl Fn(Result<T, CommandError>) + Send + Sync + 'static,
     ) -> Result<T, CommandError>
     where
         T: Send + 'static,
@@ -249,7 +253,7 @@ impl RedisConnection {
         Fut: Future<Output = redis::RedisResult<T>> + Send + 'static,
     {
         let (to_thread, from_task) = mpsc::sync_channel(1);
-        self.spawn(command, unclaimed, Sink::Blocking(to_thread));
+        self.spawn(command, Arc::new(unclaimed), Sink::Blocking(to_thread));
         // The task answers within the command timeout; the margin covers a thread that died.
         let margin = self.inner.command_timeout + Duration::from_secs(1);
         from_task
@@ -257,12 +261,8 @@ impl RedisConnection {
             .unwrap_or(Err(CommandError::TimedOut(self.inner.command_timeout)))
     }
 
-    fn spawn<T, F, Fut>(
-        &self,
-        command: F,
-        unclaimed: impl FnOnce(Result<T, CommandError>) + Send + 'static,
-        sink: Sink<T>,
-    ) where
+    fn spawn<T, F, Fut>(&self, command: F, unclaimed: Unclaimed<T>, sink: Sink<T>)
+    where
         T: Send + 'static,
         F: FnOnce(ConnectionManager) -> Fut + Send + 'static,
         Fut: Future<Output = redis::RedisResult<T>> + Send + 'static,
@@ -301,17 +301,39 @@ impl<T> Sink<T> {
     }
 }
 
-/// The answer of a command sent with [`RedisConnection::send`], for an async caller.
-pub(crate) struct Reply<T>(oneshot::Receiver<Result<T, CommandError>>);
+/// What a command's answer goes to when its caller gave up waiting for it.
+type Unclaimed<T> = Arc<dyn Fn(Result<T, CommandError>) + Send + Sync>;
+
+/// The answer of a command sent with [`RedisConnection::send`], for an async caller. Dropped
+/// unread, it hands an answer already there to the command's `unclaimed` (one not there yet
+/// goes to it from the task, which finds the channel closed).
+pub(crate) struct Reply<T> {
+    answer: oneshot::Receiver<Result<T, CommandError>>,
+    /// `None` once the answer is read.
+    unclaimed: Option<Unclaimed<T>>,
+}
 
 impl<T> Reply<T> {
     /// Waits for the answer (at most the command timeout: the task times the command out).
-    pub(crate) async fn answer(self) -> Result<T, CommandError> {
-        self.0.await.unwrap_or_else(|_| {
+    pub(crate) async fn answer(mut self) -> Result<T, CommandError> {
+        let answer = (&mut self.answer).await;
+        self.unclaimed = None;
+        answer.unwrap_or_else(|_| {
             Err(CommandError::Failed(
                 "the connection's thread has stopped".to_owned(),
             ))
         })
+    }
+}
+
+impl<T> Drop for Reply<T> {
+    fn drop(&mut self) {
+        if let Some(unclaimed) = self.unclaimed.take() {
+            self.answer.close();
+            if let Ok(answer) = self.answer.try_recv() {
+                unclaimed(answer);
+            }
+        }
     }
 }
 
@@ -324,7 +346,8 @@ impl RedisConnectionBuilder {
     }
 
     /// How often this process heartbeats for the fleet instances it uses (at least 10 ms);
-    /// a replica is counted alive for three intervals after its last heartbeat.
+    /// a replica is counted alive, and a lease it holds lasts, for three intervals and a command
+    /// timeout after its last heartbeat.
     pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
         self.heartbeat_interval = interval;
         self
@@ -342,7 +365,8 @@ impl RedisConnectionBuilder {
     /// # Errors
     ///
     /// A [`ConfigError`] naming the field: a URL that is not `redis://` or `redis+unix://`,
-    /// a command timeout under 1 ms, a heartbeat interval under 10 ms, an empty key prefix or
+    /// a command timeout under 1 ms or over 1 h, a heartbeat interval under 10 ms or over 1 h,
+    /// an empty key prefix or
     /// one with `{` or `}` (they would break the hash tag); or `connection` when the thread
     /// cannot be started.
     pub fn build(self) -> Result<RedisConnection, ConfigError> {
@@ -357,6 +381,18 @@ impl RedisConnectionBuilder {
                 "heartbeat_interval",
                 format!("must be at least 10ms, got {:?}", self.heartbeat_interval),
             ));
+        }
+        for (field, value) in [
+            ("command_timeout", self.command_timeout),
+            ("heartbeat_interval", self.heartbeat_interval),
+        ] {
+            // A dead replica's leases lapse after three intervals and a timeout.
+            if value > Duration::from_secs(3600) {
+                return Err(ConfigError::new(
+                    field,
+                    format!("must be at most 1h, got {value:?}"),
+                ));
+            }
         }
         if self.key_prefix.is_empty() || self.key_prefix.contains(['{', '}']) {
             return Err(ConfigError::new(
@@ -508,16 +544,26 @@ pub(crate) mod heartbeat {
         }
     }
 
-    /// How long a heartbeat counts: three intervals, so one lost heartbeat does not drop a replica.
-    pub(crate) fn ttl(interval: Duration) -> Duration {
-        interval * 3
+    /// How long a heartbeat, and a lease, counts: three intervals, so that one lost heartbeat
+    /// drops no replica and no lease, and a command timeout, so that a renewal that takes all
+    /// of its timeout is still in time.
+    pub(crate) fn ttl(connection: &RedisConnection) -> Duration {
+        connection
+            .heartbeat_interval()
+            .saturating_mul(3)
+            .saturating_add(connection.command_timeout())
     }
 
     /// Adds `member` to the instances this process heartbeats for, and sends its first
     /// heartbeat now.
     pub(crate) fn join(connection: &RedisConnection, member: &Arc<dyn Member>) {
         lock(connection.inner_members()).push(Arc::downgrade(member));
-        let member = Arc::clone(member);
+        spawn_beat(connection, Arc::clone(member));
+    }
+
+    /// One heartbeat of `member` as a task of its own: a slow one delays no other member's,
+    /// so that no lease goes unrenewed for longer than an interval and a command timeout.
+    fn spawn_beat(connection: &RedisConnection, member: Arc<dyn Member>) {
         let task_connection = connection.clone();
         connection.spawn_task(async move {
             let mut manager = task_connection.manager();
@@ -539,9 +585,8 @@ pub(crate) mod heartbeat {
                     members.retain(|m| m.strong_count() > 0);
                     members.iter().filter_map(Weak::upgrade).collect()
                 };
-                let mut manager = connection.manager();
                 for member in members {
-                    beat(&connection, &mut manager, &*member).await;
+                    spawn_beat(&connection, member);
                 }
                 drop(connection);
                 tokio::time::sleep(interval).await;
@@ -556,7 +601,7 @@ pub(crate) mod heartbeat {
         manager: &mut redis::aio::ConnectionManager,
         member: &dyn Member,
     ) {
-        let ttl = ttl(connection.heartbeat_interval());
+        let ttl = ttl(connection);
         let mut invocation = HEARTBEAT.key(member.replicas_key());
         invocation
             .arg(connection.replica_id())

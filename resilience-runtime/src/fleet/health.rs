@@ -29,6 +29,13 @@ impl Health {
         Health::default()
     }
 
+    /// A new instance's view, the same as `self`'s (a reconfigured instance on the same Redis).
+    pub(crate) fn carried(&self) -> Self {
+        Health {
+            down_until: AtomicU64::new(self.down_until.load(Ordering::Acquire)),
+        }
+    }
+
     /// Where a call at `now` goes. Of the calls after the retry time, one wins the probe.
     pub(crate) fn route(&self, now: u64) -> Route {
         let until = self.down_until.load(Ordering::Acquire);

@@ -51,7 +51,7 @@
 //! [`Rejected::BulkheadFull`](crate::Rejected)), one `ZREM` gives it back when the call ends,
 //! without the call waiting for it. The heartbeats renew the leases a replica holds, so a call
 //! may outlast a lease, and a replica that dies mid-call stops renewing them: they lapse within
-//! three heartbeat intervals. A caller that may wait asks again after jittered pauses within its
+//! three heartbeat intervals and a command timeout. A caller that may wait asks again after jittered pauses within its
 //! `max_wait_duration`. A fleet found full is remembered for 10 ms (unless this replica gives a
 //! lease back), so an overloaded replica asks Redis about a hundred times a second, not once per
 //! refused call.

@@ -115,8 +115,13 @@ enum AnswerKind {
 
 impl Fleet {
     /// The Redis side of `name` under `config`, whose backend is Redis (its connection resolved,
-    /// or the environment's, or none: then it always falls back).
-    pub(super) fn new(name: &Name, config: &RateLimiterConfig) -> Option<Fleet> {
+    /// or the environment's, or none: then it always falls back); its counters go on from
+    /// `previous`'s.
+    pub(super) fn new(
+        name: &Name,
+        config: &RateLimiterConfig,
+        previous: Option<&Fleet>,
+    ) -> Option<Fleet> {
         let fallback = config.backend().fallback_choice()?;
         let connection = match config.backend().redis_parts() {
             Some((connection, _)) => Some(connection.clone()),
@@ -153,8 +158,13 @@ impl Fleet {
             config: config.clone(),
             share_of: AtomicU32::new(1),
             connection,
-            fallback_calls: AtomicU64::new(0),
-            permitted: AtomicU64::new(0),
+            // A counter never goes back, whatever the reconfiguration.
+            fallback_calls: AtomicU64::new(previous.map_or(0, |previous| {
+                previous.fallback_calls.load(Ordering::Relaxed)
+            })),
+            permitted: AtomicU64::new(
+                previous.map_or(0, |previous| previous.permitted.load(Ordering::Relaxed)),
+            ),
         };
         Some(fleet)
     }

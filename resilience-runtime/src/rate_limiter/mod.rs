@@ -164,7 +164,7 @@ impl RateLimiter {
     pub fn with_clock(name: impl Into<Name>, config: RateLimiterConfig, clock: Clock) -> Self {
         let name = name.into();
         #[cfg(feature = "redis")]
-        let fleet = fleet::Fleet::new(&name, &config).map(Arc::new);
+        let fleet = fleet::Fleet::new(&name, &config, None).map(Arc::new);
         RateLimiter {
             #[cfg(feature = "redis")]
             has_fleet: std::sync::atomic::AtomicBool::new(fleet.is_some()),
@@ -233,7 +233,8 @@ impl RateLimiter {
         self.timeline.reconfigure(params_for(&config, &self.clock));
         #[cfg(feature = "redis")]
         {
-            let fleet = fleet::Fleet::new(&self.name, &config).map(Arc::new);
+            let previous = self.fleet.load_full();
+            let fleet = fleet::Fleet::new(&self.name, &config, previous.as_deref()).map(Arc::new);
             self.has_fleet
                 .store(fleet.is_some(), std::sync::atomic::Ordering::Relaxed);
             self.fleet.store(fleet);

@@ -27,12 +27,28 @@ pub fn prefix() -> String {
     )
 }
 
-/// A connection to `url` under `prefix`, with short timeouts and heartbeats: a command times
-/// out after 50 ms, a replica (and a lease) counts for 300 ms after its last heartbeat.
+/// A connection to `url` under `prefix`, with short timeouts and heartbeats, for the tests of
+/// outages: a command times out after 50 ms, a heartbeat every 100 ms.
 pub fn connection(url: &str, prefix: &str) -> RedisConnection {
+    connection_with(
+        url,
+        prefix,
+        Duration::from_millis(50),
+        Duration::from_millis(100),
+    )
+}
+
+/// A connection to `url` under `prefix` with this command timeout and heartbeat interval (a
+/// replica, and a lease, counts for three intervals and a timeout after its last heartbeat).
+pub fn connection_with(
+    url: &str,
+    prefix: &str,
+    command_timeout: Duration,
+    heartbeat_interval: Duration,
+) -> RedisConnection {
     RedisConnection::builder(url)
-        .command_timeout(Duration::from_millis(50))
-        .heartbeat_interval(Duration::from_millis(100))
+        .command_timeout(command_timeout)
+        .heartbeat_interval(heartbeat_interval)
         .key_prefix(prefix)
         .build()
         .unwrap()
