@@ -9,9 +9,8 @@
 //! against a smaller limit. A call the fallback admits gets a lease number too, which the
 //! heartbeats add to Redis once it answers again: then it counts against the fleet limit.
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use redis::Script;
@@ -21,9 +20,9 @@ use super::{Bulkhead, BulkheadConfig, BulkheadEvent, BulkheadPermit, Wait};
 use crate::blocking::Blocking;
 use crate::clock::{deadline_after, Reading};
 use crate::error::Rejected;
-use crate::fleet::connection::{heartbeat, CommandError, Member};
-use crate::fleet::health::{Health, Route};
-use crate::fleet::{FleetFallback, RedisConnection};
+use crate::fleet::connection::{heartbeat, CommandError};
+use crate::fleet::instance::{micros, Instance};
+use crate::fleet::{lock, FleetFallback, RedisConnection};
 use crate::name::Name;
 
 static LEASE: once_cell::sync::Lazy<Script> =
@@ -41,11 +40,8 @@ const FULL_REMEMBERED: Duration = Duration::from_millis(10);
 
 /// The Redis side of a fleet bulkhead, rebuilt when the bulkhead is reconfigured.
 pub(super) struct Fleet {
-    connection: Option<RedisConnection>,
-    fallback: FleetFallback,
+    instance: Instance,
     limit: u32,
-    leases: Arc<Leases>,
-    health: Health,
     /// The leases held across the fleet when Redis last answered.
     fleet_held: AtomicU32,
     /// Take the fleet for full without asking until this reading of the clock (ns); 0: ask.
@@ -55,37 +51,6 @@ pub(super) struct Fleet {
     local_max: Mutex<u32>,
     /// Calls decided without Redis.
     pub(super) fallback_calls: AtomicU64,
-}
-
-/// This replica's leases of one instance, renewed by its heartbeats.
-struct Leases {
-    key: String,
-    replicas_key: String,
-    /// The lease numbers held now (ids in Redis: [`RedisConnection::lease_id`]).
-    held: Mutex<HashSet<u32>>,
-    alive: AtomicU32,
-}
-
-impl Member for Leases {
-    fn replicas_key(&self) -> &str {
-        &self.replicas_key
-    }
-
-    fn seen_alive(&self, replicas: u32) {
-        self.alive.store(replicas, Ordering::Relaxed);
-    }
-
-    fn leases(&self) -> Option<(&str, Vec<u32>)> {
-        Some((&self.key, lock(&self.held).iter().copied().collect()))
-    }
-
-    fn holds(&self, lease: u32) -> bool {
-        lock(&self.held).contains(&lease)
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A lease number unique in this process for as long as a call lasts (it wraps after 2³²
@@ -109,70 +74,91 @@ struct Answer {
     held: u32,
 }
 
-/// What a caller does after an ask.
-enum Next<'b> {
+/// What a caller does next, before an ask or after one.
+enum Step<'a, 'b> {
+    /// Ask Redis over this connection.
+    Ask(&'a RedisConnection),
     /// Leased: the permit, which holds the lease.
     Leased(BulkheadPermit<'b>),
     /// Every lease is held: ask again after a pause, or give up at the deadline.
     Full,
-    /// Redis did not answer: the fallback decides.
+    /// Redis does not answer: the fallback decides.
     Fallback,
 }
 
+/// One caller's wait for a lease: when it started, when it gives up, its next pause.
+struct Waiting {
+    start: u64,
+    deadline: Option<u64>,
+    pause: Duration,
+}
+
+impl Waiting {
+    fn new(bulkhead: &Bulkhead, wait: Wait) -> Self {
+        let start = bulkhead.clock.now_nanos();
+        let deadline = match wait {
+            Wait::Reject => Some(start),
+            Wait::For(wait) => Some(deadline_after(start, wait)),
+            Wait::Forever => None,
+        };
+        Waiting {
+            start,
+            deadline,
+            pause: FIRST_PAUSE,
+        }
+    }
+
+    /// What is left of the wait, for the fallback.
+    fn left(&self, bulkhead: &Bulkhead) -> Wait {
+        match self.deadline {
+            None => Wait::Forever,
+            Some(deadline) => match deadline.checked_sub(bulkhead.clock.now_nanos()) {
+                Some(left) if left > 0 => Wait::For(Duration::from_nanos(left)),
+                _ => Wait::Reject,
+            },
+        }
+    }
+
+    /// After a "full": the reading to ask again at, or the refusal once the deadline has
+    /// passed.
+    fn after_full(&mut self, bulkhead: &Bulkhead) -> Result<u64, Rejected> {
+        let now = bulkhead.clock.now_nanos();
+        pause_until(now, self.deadline, &mut self.pause)
+            .ok_or_else(|| bulkhead.reject(Duration::from_nanos(now.saturating_sub(self.start))))
+    }
+}
+
 impl Fleet {
-    /// The Redis side of `name` under `config`, whose backend is Redis (its connection
-    /// resolved, or the environment's, or none: then it always falls back). The leases of
-    /// `previous` carry over when it used the same connection.
+    /// The Redis side of `name` under `config`, whose backend is Redis (see
+    /// [`Instance::new`]). On the same Redis as `previous`, its leases, what Redis said last
+    /// and whether it answers carry over.
     pub(super) fn new(
         name: &Name,
         config: &BulkheadConfig,
         previous: Option<&Fleet>,
     ) -> Option<Fleet> {
-        let fallback = config.backend().fallback_choice()?;
-        let connection = match config.backend().redis_parts() {
-            Some((connection, _)) => Some(connection.clone()),
-            None => crate::fleet::connection_from_env(),
-        };
-        // The same Redis: its leases, what it said last and whether it answers carry over.
-        let same = previous.filter(|previous| previous.connection == connection);
-        let leases = match same {
-            Some(previous) => Arc::clone(&previous.leases),
-            _ => {
-                let key = |part| {
-                    connection
-                        .as_ref()
-                        .map(|c| c.key("bulkhead", name, part))
-                        .unwrap_or_default()
-                };
-                let leases = Arc::new(Leases {
-                    key: key("leases"),
-                    replicas_key: key("replicas"),
-                    held: Mutex::new(HashSet::new()),
-                    alive: AtomicU32::new(1),
-                });
-                if let Some(connection) = &connection {
-                    let member: Arc<dyn Member> = leases.clone();
-                    heartbeat::join(connection, &member);
-                }
-                leases
-            }
-        };
+        let backend = config.backend();
+        let instance = Instance::new(
+            "bulkhead",
+            name,
+            &backend,
+            true,
+            previous.map(|p| &p.instance),
+        )?;
         let limit = config.max_concurrent_calls();
+        let held = previous
+            .filter(|p| p.instance.connection() == instance.connection())
+            .map_or(0, |p| p.fleet_held.load(Ordering::Relaxed));
         Some(Fleet {
-            connection,
-            fallback,
+            instance,
             limit,
-            leases,
-            health: same.map_or_else(Health::new, |previous| previous.health.carried()),
-            fleet_held: AtomicU32::new(
-                same.map_or(0, |previous| previous.fleet_held.load(Ordering::Relaxed)),
-            ),
+            fleet_held: AtomicU32::new(held),
             full_until: AtomicU64::new(0),
             local_max: Mutex::new(limit),
             // A counter never goes back, whatever the reconfiguration.
-            fallback_calls: AtomicU64::new(previous.map_or(0, |previous| {
-                previous.fallback_calls.load(Ordering::Relaxed)
-            })),
+            fallback_calls: AtomicU64::new(
+                previous.map_or(0, |p| p.fallback_calls.load(Ordering::Relaxed)),
+            ),
         })
     }
 
@@ -189,86 +175,66 @@ impl Fleet {
         bulkhead: &'b Bulkhead,
         wait: Wait,
     ) -> Result<BulkheadPermit<'b>, Rejected> {
-        let start = bulkhead.clock.now_nanos();
-        let deadline = deadline_of(start, wait);
-        let mut pause = FIRST_PAUSE;
+        let mut waiting = Waiting::new(bulkhead, wait);
         loop {
-            let Some(connection) = self.ask(bulkhead) else {
-                return self
-                    .fallback_async(bulkhead, left(bulkhead, deadline))
-                    .await;
-            };
-            let next = if self.remembered_full(bulkhead) {
-                Next::Full
-            } else {
-                let lease = next_lease();
-                let invocation = self.invocation(connection, lease);
-                let answer = connection
-                    .send(
-                        move |mut manager| async move { invocation.run(&mut manager).await },
-                        self.unclaimed(lease),
-                    )
-                    .answer()
-                    .await;
-                self.next(bulkhead, answer, lease)
-            };
-            match next {
-                Next::Leased(permit) => return Ok(permit),
-                Next::Fallback => {
-                    return self
-                        .fallback_async(bulkhead, left(bulkhead, deadline))
+            let step = match self.first_step(bulkhead) {
+                Step::Ask(connection) => {
+                    let (lease, invocation) = self.invocation(connection);
+                    let answer = connection
+                        .send(
+                            move |mut manager| async move { invocation.run(&mut manager).await },
+                            self.unclaimed(lease),
+                        )
+                        .answer()
                         .await;
+                    self.answered_with(bulkhead, answer, lease)
                 }
-                Next::Full => {}
-            }
-            let now = bulkhead.clock.now_nanos();
-            let Some(until) = pause_until(now, deadline, &mut pause) else {
-                return Err(bulkhead.reject(Duration::from_nanos(now.saturating_sub(start))));
+                step => step,
             };
+            match step {
+                Step::Leased(permit) => return Ok(permit),
+                Step::Fallback => {
+                    return self.fallback_async(bulkhead, waiting.left(bulkhead)).await
+                }
+                Step::Full | Step::Ask(_) => {}
+            }
+            let until = waiting.after_full(bulkhead)?;
             bulkhead.clock.sleep_until(Reading::Precise, until).await;
         }
     }
 
-    /// [`acquire`](Self::acquire), blocking the thread for the round trips and the pauses.
+    /// [`acquire`](Self::acquire), blocking the thread for the round trips and the pauses (on
+    /// a current-thread runtime, refused with [`Rejected::WouldBlock`] instead).
     pub(super) fn acquire_blocking<'b>(
         &self,
         bulkhead: &'b Bulkhead,
         wait: Wait,
     ) -> Result<BulkheadPermit<'b>, Rejected> {
-        let start = bulkhead.clock.now_nanos();
-        let deadline = deadline_of(start, wait);
-        let mut pause = FIRST_PAUSE;
+        let mut waiting = Waiting::new(bulkhead, wait);
+        let place = Blocking::here();
         loop {
-            let Some(connection) = self.ask(bulkhead) else {
-                return self.fallback_blocking(bulkhead, left(bulkhead, deadline));
-            };
-            let place = Blocking::here();
-            let next = if self.remembered_full(bulkhead) {
-                Next::Full
-            } else if place == Blocking::Refused {
-                return Err(bulkhead.refuse_blocking());
-            } else {
-                let lease = next_lease();
-                let invocation = self.invocation(connection, lease);
-                let answer = place.run(|| {
-                    connection.send_blocking(
-                        move |mut manager| async move { invocation.run(&mut manager).await },
-                        self.unclaimed(lease),
-                    )
-                });
-                self.next(bulkhead, answer, lease)
-            };
-            match next {
-                Next::Leased(permit) => return Ok(permit),
-                Next::Fallback => {
-                    return self.fallback_blocking(bulkhead, left(bulkhead, deadline));
+            let step = match self.first_step(bulkhead) {
+                Step::Ask(_) if place == Blocking::Refused => {
+                    return Err(bulkhead.refuse_blocking());
                 }
-                Next::Full => {}
-            }
-            let now = bulkhead.clock.now_nanos();
-            let Some(until) = pause_until(now, deadline, &mut pause) else {
-                return Err(bulkhead.reject(Duration::from_nanos(now.saturating_sub(start))));
+                Step::Ask(connection) => {
+                    let (lease, invocation) = self.invocation(connection);
+                    let answer = place.run(|| {
+                        connection.send_blocking(
+                            move |mut manager| async move { invocation.run(&mut manager).await },
+                            self.unclaimed(lease),
+                        )
+                    });
+                    self.answered_with(bulkhead, answer, lease)
+                }
+                step => step,
             };
+            match step {
+                Step::Leased(permit) => return Ok(permit),
+                Step::Fallback => return self.fallback_blocking(bulkhead, waiting.left(bulkhead)),
+                Step::Full | Step::Ask(_) => {}
+            }
+            let until = waiting.after_full(bulkhead)?;
             if place == Blocking::Refused {
                 return Err(bulkhead.refuse_blocking());
             }
@@ -277,19 +243,25 @@ impl Fleet {
     }
 
     /// Gives back lease `lease` of a permit being released: `false` if it is not one of this
-    /// fleet's (a permit of an earlier configuration, whose lease expires by itself).
+    /// fleet's (a permit of an earlier configuration, whose lease lapses by itself).
     pub(super) fn release(&self, lease: u32) -> bool {
-        if !lock(&self.leases.held).remove(&lease) {
+        if !self.instance.give_back(lease) {
             return false;
         }
         // A lease of the fleet is free now: the next caller asks (one, not every caller).
         if self.full_until.load(Ordering::Relaxed) != 0 {
             self.full_until.store(1, Ordering::Relaxed);
         }
-        if let Some(connection) = &self.connection {
-            connection.release_leases(&self.leases.key, &[lease]);
-        }
         true
+    }
+
+    /// Before an ask: the fallback's turn, a fleet remembered full, or an ask.
+    fn first_step<'a, 'b>(&'a self, bulkhead: &Bulkhead) -> Step<'a, 'b> {
+        match self.instance.ask(bulkhead.clock.now_nanos()) {
+            None => Step::Fallback,
+            Some(_) if self.remembered_full(bulkhead) => Step::Full,
+            Some(connection) => Step::Ask(connection),
+        }
     }
 
     /// Whether this caller takes the fleet for full without asking: Redis said so a moment ago
@@ -321,24 +293,16 @@ impl Fleet {
         }
     }
 
-    /// The connection, if this call asks Redis; `None`: the fallback decides.
-    fn ask(&self, bulkhead: &Bulkhead) -> Option<&RedisConnection> {
-        let connection = self.connection.as_ref()?;
-        match self.health.route(bulkhead.clock.now_nanos()) {
-            Route::Redis | Route::Probe => Some(connection),
-            Route::Fallback => None,
-        }
-    }
-
-    /// The lease script for lease number `lease`.
-    fn invocation(&self, connection: &RedisConnection, lease: u32) -> Invocation {
-        let ttl = heartbeat::ttl(connection);
-        Invocation {
-            key: self.leases.key.clone(),
+    /// A new lease number and the script call that asks for it.
+    fn invocation(&self, connection: &RedisConnection) -> (u32, Invocation) {
+        let lease = next_lease();
+        let invocation = Invocation {
+            key: self.instance.lease_key().to_owned(),
             id: connection.lease_id(lease),
             limit: self.limit,
-            ttl_micros: u64::try_from(ttl.as_micros()).unwrap_or(u64::MAX),
-        }
+            ttl_micros: micros(heartbeat::ttl(connection)),
+        };
+        (lease, invocation)
     }
 
     /// What undoes a lease its caller no longer waits for (it gave up, or was dropped): a
@@ -347,8 +311,8 @@ impl Fleet {
         &self,
         lease: u32,
     ) -> impl Fn(Result<Answer, CommandError>) + Send + Sync + 'static {
-        let key = self.leases.key.clone();
-        let connection = self.connection.clone();
+        let key = self.instance.lease_key().to_owned();
+        let connection = self.instance.connection().cloned();
         move |answer| {
             let taken = answer.map_or(true, |answer| answer.leased);
             if let (true, Some(connection)) = (taken, &connection) {
@@ -361,68 +325,52 @@ impl Fleet {
     /// comes with a permit of the semaphore, at the fleet limit now that Redis answers: a
     /// replica's leases never fill it, unless calls the fallback admitted are still running
     /// (then the lease goes back, and the caller waits as for a full fleet).
-    fn next<'b>(
-        &self,
+    fn answered_with<'a, 'b>(
+        &'a self,
         bulkhead: &'b Bulkhead,
         answer: Result<Answer, CommandError>,
         lease: u32,
-    ) -> Next<'b> {
+    ) -> Step<'a, 'b> {
         match answer {
             Ok(answer) => {
                 self.fleet_held.store(answer.held, Ordering::Relaxed);
                 self.remember(bulkhead, answer.held >= self.limit);
-                let next = if answer.leased {
-                    lock(&self.leases.held).insert(lease);
+                let step = if answer.leased {
+                    self.instance.hold(lease);
                     match bulkhead.take_permit(lease) {
-                        Some(permit) => Next::Leased(permit),
+                        Some(permit) => Step::Leased(permit),
                         None => {
                             self.release(lease);
-                            Next::Full
+                            Step::Full
                         }
                     }
                 } else {
-                    Next::Full
+                    Step::Full
                 };
                 // Told last: a subscriber that panics drops the permit, and its lease with it.
-                self.answered(bulkhead);
-                next
+                if self.instance.answered() {
+                    self.set_local_max(bulkhead, self.limit);
+                    bulkhead.deliver(BulkheadEvent::FleetRestored {
+                        name: bulkhead.name.clone(),
+                    });
+                }
+                step
             }
             Err(error) => {
                 // The script may have run, its answer lost: the lease goes back, or lapses.
-                if let Some(connection) = &self.connection {
-                    connection.release_leases(&self.leases.key, &[lease]);
+                if let Some(connection) = self.instance.connection() {
+                    connection.release_leases(self.instance.lease_key(), &[lease]);
                 }
-                self.failed(bulkhead, &error.to_string());
-                Next::Fallback
+                if self.instance.failed(bulkhead.clock.now_nanos()) {
+                    bulkhead.deliver(BulkheadEvent::FleetUnavailable {
+                        name: bulkhead.name.clone(),
+                        fallback: self.instance.fallback(),
+                        reason: error.to_string(),
+                    });
+                }
+                Step::Fallback
             }
         }
-    }
-
-    fn answered(&self, bulkhead: &Bulkhead) {
-        if self.health.answered() {
-            self.set_local_max(bulkhead, self.limit);
-            bulkhead.deliver(BulkheadEvent::FleetRestored {
-                name: bulkhead.name.clone(),
-            });
-        }
-    }
-
-    fn failed(&self, bulkhead: &Bulkhead, reason: &str) {
-        let now = bulkhead.clock.now_nanos();
-        if self.health.failed(now, self.retry_interval()) {
-            bulkhead.deliver(BulkheadEvent::FleetUnavailable {
-                name: bulkhead.name.clone(),
-                fallback: self.fallback,
-                reason: reason.to_owned(),
-            });
-        }
-    }
-
-    /// The interval between tries of Redis while it does not answer.
-    fn retry_interval(&self) -> Duration {
-        self.connection
-            .as_ref()
-            .map_or(Duration::from_secs(1), RedisConnection::heartbeat_interval)
     }
 
     /// Sets the semaphore's limit to `max`, if this fleet did not already.
@@ -438,7 +386,7 @@ impl Fleet {
     /// Redis once it answers again, so the call counts against the fleet limit until it ends.
     fn adopt<'b>(&self, mut permit: BulkheadPermit<'b>) -> BulkheadPermit<'b> {
         let lease = next_lease();
-        lock(&self.leases.held).insert(lease);
+        self.instance.hold(lease);
         permit.start = lease;
         permit
     }
@@ -447,13 +395,10 @@ impl Fleet {
     /// the local share, or the whole fleet limit when it admits every call.
     fn fallback_admits(&self, bulkhead: &Bulkhead) -> bool {
         self.fallback_calls.fetch_add(1, Ordering::Relaxed);
-        let max = match self.fallback {
+        let max = match self.instance.fallback() {
             FleetFallback::Refuse => return false,
             FleetFallback::Admit => self.limit,
-            FleetFallback::LocalShare => {
-                let alive = self.leases.alive.load(Ordering::Relaxed).max(1);
-                (self.limit / alive).max(1)
-            }
+            FleetFallback::LocalShare => (self.limit / self.instance.alive()).max(1),
         };
         self.set_local_max(bulkhead, max);
         true
@@ -505,26 +450,6 @@ impl Invocation {
             leased: leased == 1,
             held: u32::try_from(held).unwrap_or(u32::MAX),
         })
-    }
-}
-
-/// The clock reading at which a caller that started at `start` stops waiting (`None`: never).
-fn deadline_of(start: u64, wait: Wait) -> Option<u64> {
-    match wait {
-        Wait::Reject => Some(start),
-        Wait::For(wait) => Some(deadline_after(start, wait)),
-        Wait::Forever => None,
-    }
-}
-
-/// What is left of a wait ending at `deadline`.
-fn left(bulkhead: &Bulkhead, deadline: Option<u64>) -> Wait {
-    match deadline {
-        None => Wait::Forever,
-        Some(deadline) => match deadline.checked_sub(bulkhead.clock.now_nanos()) {
-            Some(left) if left > 0 => Wait::For(Duration::from_nanos(left)),
-            _ => Wait::Reject,
-        },
     }
 }
 

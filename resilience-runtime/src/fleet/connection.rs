@@ -12,12 +12,13 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex, PoisonError, Weak};
+use std::sync::{mpsc, Arc, Mutex, Weak};
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 use tokio::sync::oneshot;
 
+use super::lock;
 use crate::error::ConfigError;
 
 /// A connection to Redis for the fleet-wide guards: what a rate limiter or bulkhead with a
@@ -504,10 +505,6 @@ impl fmt::Debug for RedisConnection {
 }
 
 pub(crate) use heartbeat::Member;
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// Heartbeats: every replica keeps its id in each fleet instance's replica set, so that a
 /// replica cut off from Redis knows its share of the fleet limit (the limit divided by the

@@ -70,6 +70,8 @@
 pub(crate) mod connection;
 #[cfg(feature = "redis")]
 pub(crate) mod health;
+#[cfg(feature = "redis")]
+pub(crate) mod instance;
 
 #[cfg(feature = "redis")]
 pub use connection::{RedisConnection, RedisConnectionBuilder};
@@ -106,6 +108,15 @@ impl HasBackend for crate::RateLimiterConfig {
     fn backend_mut(&mut self) -> Option<&mut Backend> {
         self.backend_field()
     }
+}
+
+/// `mutex` locked; a panic elsewhere while it was held does not make its state unusable (each
+/// holder leaves it whole).
+#[cfg(feature = "redis")]
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The connection the environment's `RESILIENCE_REDIS_URL` names, opened once per process

@@ -3,7 +3,7 @@
 //! not answer. See [`crate::fleet`] for what it means across the fleet.
 
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use redis::Script;
@@ -12,9 +12,9 @@ use super::{params_for, RateLimiter, RateLimiterConfig, RateLimiterEvent};
 use crate::blocking::Blocking;
 use crate::clock::{deadline_after, Reading};
 use crate::error::Rejected;
-use crate::fleet::connection::{heartbeat, CommandError, Member};
-use crate::fleet::health::{Health, Route};
-use crate::fleet::{FleetFallback, RedisConnection};
+use crate::fleet::connection::CommandError;
+use crate::fleet::instance::{micros, Instance};
+use crate::fleet::{lock, FleetFallback, RedisConnection};
 use crate::name::Name;
 
 static ADMIT: once_cell::sync::Lazy<Script> =
@@ -22,8 +22,7 @@ static ADMIT: once_cell::sync::Lazy<Script> =
 
 /// The Redis side of a fleet rate limiter, rebuilt when the limiter is reconfigured.
 pub(super) struct Fleet {
-    connection: Option<RedisConnection>,
-    fallback: FleetFallback,
+    instance: Instance,
     key: String,
     limit: u32,
     period_micros: u64,
@@ -38,8 +37,6 @@ pub(super) struct Fleet {
     /// What `available_permissions` reports: the permissions left in the cycle at the last
     /// answer (negative: reserved ahead).
     left: AtomicI64,
-    health: Health,
-    replicas: Arc<Replicas>,
     /// The configuration, whose limit the local share divides.
     config: RateLimiterConfig,
     /// The replicas the limiter's own timeline (idle while Redis answers) is set up for: the
@@ -57,22 +54,6 @@ struct Pool {
     /// The clock reading (ns) past which they are void: the request's sending time plus what
     /// Redis said was left of their cycle, so never after the cycle's real end.
     until: u64,
-}
-
-/// The replicas of one instance, as the heartbeats count them.
-struct Replicas {
-    key: String,
-    alive: AtomicU32,
-}
-
-impl Member for Replicas {
-    fn replicas_key(&self) -> &str {
-        &self.key
-    }
-
-    fn seen_alive(&self, replicas: u32) {
-        self.alive.store(replicas, Ordering::Relaxed);
-    }
 }
 
 /// How a call starts ([`Fleet::begin`]).
@@ -122,29 +103,15 @@ impl Fleet {
         config: &RateLimiterConfig,
         previous: Option<&Fleet>,
     ) -> Option<Fleet> {
-        let fallback = config.backend().fallback_choice()?;
-        let connection = match config.backend().redis_parts() {
-            Some((connection, _)) => Some(connection.clone()),
-            None => crate::fleet::connection_from_env(),
-        };
-        let key = |part| {
-            connection
-                .as_ref()
-                .map(|c| c.key("rate_limiter", name, part))
-                .unwrap_or_default()
-        };
-        let replicas = Arc::new(Replicas {
-            key: key("replicas"),
-            alive: AtomicU32::new(1),
-        });
-        if let Some(connection) = &connection {
-            let member: Arc<dyn Member> = replicas.clone();
-            heartbeat::join(connection, &member);
-        }
-        let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        let instance = Instance::new(
+            "rate_limiter",
+            name,
+            &config.backend(),
+            false,
+            previous.map(|p| &p.instance),
+        )?;
         let fleet = Fleet {
-            key: key("next"),
-            fallback,
+            key: instance.key("next"),
             limit: config.limit_for_period(),
             period_micros: micros(config.limit_refresh_period()).max(1),
             timeout_micros: micros(config.timeout_duration()),
@@ -152,12 +119,10 @@ impl Fleet {
             pool: Mutex::new(Pool::default()),
             refused_until: AtomicU64::new(0),
             left: AtomicI64::new(i64::from(config.limit_for_period())),
-            health: Health::new(),
-            replicas,
             // The limiter's timeline starts with the whole limit: the share of one replica.
             config: config.clone(),
             share_of: AtomicU32::new(1),
-            connection,
+            instance,
             // A counter never goes back, whatever the reconfiguration.
             fallback_calls: AtomicU64::new(previous.map_or(0, |previous| {
                 previous.fallback_calls.load(Ordering::Relaxed)
@@ -172,13 +137,6 @@ impl Fleet {
     /// The permissions left in the cycle when Redis last answered.
     pub(super) fn available(&self) -> i64 {
         self.left.load(Ordering::Relaxed)
-    }
-
-    /// The interval between tries of Redis while it does not answer.
-    fn retry_interval(&self) -> Duration {
-        self.connection
-            .as_ref()
-            .map_or(Duration::from_secs(1), RedisConnection::heartbeat_interval)
     }
 
     /// A refusal remembered from Redis, if one still holds: how long until a caller could be
@@ -218,12 +176,12 @@ impl Fleet {
             return Begin::Decided(decided);
         }
         let sent_at = limiter.clock.now_nanos();
-        match (&self.connection, self.health.route(sent_at)) {
-            (Some(connection), Route::Redis | Route::Probe) => Begin::Ask {
+        match self.instance.ask(sent_at) {
+            Some(connection) => Begin::Ask {
                 connection,
                 sent_at,
             },
-            _ => Begin::Fallback,
+            None => Begin::Fallback,
         }
     }
 
@@ -336,7 +294,7 @@ impl Fleet {
         if self.batch == 1 {
             return false;
         }
-        let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut pool = lock(&self.pool);
         if pool.left == 0 || limiter.clock.now_nanos() >= pool.until {
             return false;
         }
@@ -370,7 +328,7 @@ impl Fleet {
                 if taken > 1 {
                     // Redis read its clock after `sent_at`: the cycle ends no sooner than this.
                     let until = deadline_after(sent_at, cycle_left);
-                    let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
+                    let mut pool = lock(&self.pool);
                     if pool.left == 0 || limiter.clock.now_nanos() >= pool.until {
                         *pool = Pool {
                             left: taken - 1,
@@ -404,7 +362,7 @@ impl Fleet {
     }
 
     fn answered(&self, limiter: &RateLimiter) {
-        if self.health.answered() {
+        if self.instance.answered() {
             limiter.deliver(RateLimiterEvent::FleetRestored {
                 name: limiter.name.clone(),
             });
@@ -412,11 +370,10 @@ impl Fleet {
     }
 
     fn failed(&self, limiter: &RateLimiter, reason: &str) {
-        let now = limiter.clock.now_nanos();
-        if self.health.failed(now, self.retry_interval()) {
+        if self.instance.failed(limiter.clock.now_nanos()) {
             limiter.deliver(RateLimiterEvent::FleetUnavailable {
                 name: limiter.name.clone(),
-                fallback: self.fallback,
+                fallback: self.instance.fallback(),
                 reason: reason.to_owned(),
             });
         }
@@ -427,14 +384,14 @@ impl Fleet {
     /// divided among the replicas seen alive last.
     fn fallback_now(&self, limiter: &RateLimiter) -> Option<Result<(), Rejected>> {
         self.fallback_calls.fetch_add(1, Ordering::Relaxed);
-        match self.fallback {
+        match self.instance.fallback() {
             FleetFallback::Admit => {
                 self.granted_after(limiter, Duration::ZERO);
                 Some(Ok(()))
             }
             FleetFallback::Refuse => Some(Err(limiter.refuse(self.retry_interval_nanos()))),
             FleetFallback::LocalShare => {
-                let alive = self.replicas.alive.load(Ordering::Relaxed).max(1);
+                let alive = self.instance.alive();
                 if self.share_of.swap(alive, Ordering::Relaxed) != alive {
                     let share = self.config.local_share(alive);
                     limiter
@@ -459,7 +416,7 @@ impl Fleet {
     }
 
     fn retry_interval_nanos(&self) -> u64 {
-        u64::try_from(self.retry_interval().as_nanos()).unwrap_or(u64::MAX)
+        u64::try_from(self.instance.retry_interval().as_nanos()).unwrap_or(u64::MAX)
     }
 }
 
