@@ -12,9 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis_server::{connection, connection_with, prefix, RedisServer};
 use resilience_runtime::fleet::{Backend, FleetFallback, RedisConnection};
-use resilience_runtime::{
-    bulkhead, Bulkhead, BulkheadConfig, BulkheadEvent, Clock, ManualClock, Rejected,
-};
+use resilience_runtime::{bulkhead, Bulkhead, BulkheadConfig, Clock, ManualClock, Rejected};
 
 /// A connection for the tests that are not about outages: a round trip that takes a second
 /// (a loaded machine) is still an answer.
@@ -61,18 +59,10 @@ fn eventually(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-fn record(bulkhead: &Bulkhead) -> Arc<Mutex<Vec<String>>> {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let sink = Arc::clone(&seen);
-    bulkhead.subscribe(move |event: &BulkheadEvent| {
-        if matches!(
-            event,
-            BulkheadEvent::FleetUnavailable { .. } | BulkheadEvent::FleetRestored { .. }
-        ) {
-            sink.lock().unwrap().push(event.to_string());
-        }
-    });
-    seen
+fn record(guard: &Bulkhead) -> Arc<Mutex<Vec<String>>> {
+    redis_server::fleet_events(|sink| {
+        guard.subscribe(sink);
+    })
 }
 
 fn is_full(result: Result<impl Sized, Rejected>) -> bool {
@@ -379,20 +369,8 @@ fn a_paused_or_sleeping_redis_is_a_fallback_within_the_timeout_and_leaks_no_leas
     let events = record(&closed);
     drop(closed.try_acquire().unwrap());
 
-    for (round, stall) in [
-        &["CLIENT", "PAUSE", "2000", "ALL"][..],
-        &["DEBUG", "SLEEP", "2.0"][..],
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let url = server.url();
-        let owned: Vec<String> = stall.iter().map(|s| s.to_string()).collect();
-        let staller = std::thread::spawn(move || {
-            let args: Vec<&str> = owned.iter().map(String::as_str).collect();
-            redis_server::command(&url, &args)
-        });
-        std::thread::sleep(Duration::from_millis(100));
+    for (round, stall) in redis_server::stalls(2000).into_iter().enumerate() {
+        let staller = redis_server::stall(&server.url(), &stall);
         let start = Instant::now();
         assert!(is_full(closed.try_acquire()), "{stall:?}: fail closed");
         assert!(

@@ -11,9 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis_server::{connection, prefix, RedisServer};
 use resilience_runtime::fleet::{Backend, FleetFallback, RedisConnection};
-use resilience_runtime::{
-    rate_limiter, RateLimiter, RateLimiterConfig, RateLimiterEvent, Rejected,
-};
+use resilience_runtime::{rate_limiter, RateLimiter, RateLimiterConfig, Rejected};
 
 fn fleet_limiter(
     name: &str,
@@ -43,18 +41,10 @@ fn clear_of_a_cycle_boundary(period: Duration, margin: Duration) {
     }
 }
 
-fn record(limiter: &RateLimiter) -> Arc<Mutex<Vec<String>>> {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let sink = Arc::clone(&seen);
-    limiter.subscribe(move |event: &RateLimiterEvent| {
-        if matches!(
-            event,
-            RateLimiterEvent::FleetUnavailable { .. } | RateLimiterEvent::FleetRestored { .. }
-        ) {
-            sink.lock().unwrap().push(event.to_string());
-        }
-    });
-    seen
+fn record(guard: &RateLimiter) -> Arc<Mutex<Vec<String>>> {
+    redis_server::fleet_events(|sink| {
+        guard.subscribe(sink);
+    })
 }
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -272,20 +262,8 @@ fn a_paused_or_sleeping_redis_is_a_fallback_within_the_timeout() {
     limiter.try_acquire().unwrap();
     assert_eq!(limiter.metrics().fleet_fallback_calls(), 0);
 
-    for (round, stall) in [
-        &["CLIENT", "PAUSE", "1500", "ALL"][..],
-        &["DEBUG", "SLEEP", "1.5"][..],
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let url = server.url();
-        let owned: Vec<String> = stall.iter().map(|s| s.to_string()).collect();
-        let staller = std::thread::spawn(move || {
-            let args: Vec<&str> = owned.iter().map(String::as_str).collect();
-            redis_server::command(&url, &args)
-        });
-        std::thread::sleep(Duration::from_millis(100));
+    for (round, stall) in redis_server::stalls(1500).into_iter().enumerate() {
+        let staller = redis_server::stall(&server.url(), &stall);
         let before = limiter.metrics().fleet_fallback_calls();
         let start = Instant::now();
         limiter.try_acquire().expect("fail open");
@@ -347,15 +325,17 @@ async fn replica_child() {
     for _ in 0..8 {
         let limiter = Arc::clone(&limiter);
         callers.push(tokio::spawn(async move {
+            let micros = || {
+                SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap()
+                    .as_micros()
+            };
             let mut granted = Vec::new();
             while Instant::now() < end {
+                let asked = micros();
                 match limiter.acquire().await {
-                    Ok(()) => granted.push(
-                        SystemTime::now()
-                            .duration_since(UNIX_EPOCH)
-                            .unwrap()
-                            .as_micros(),
-                    ),
+                    Ok(()) => granted.push((asked, micros())),
                     Err(_) => tokio::time::sleep(Duration::from_millis(1)).await,
                 }
             }
@@ -363,8 +343,8 @@ async fn replica_child() {
         }));
     }
     for caller in callers {
-        for at in caller.await.unwrap() {
-            println!("GRANTED {at}");
+        for (asked, granted) in caller.await.unwrap() {
+            println!("GRANTED {asked} {granted}");
         }
     }
     println!("ROUND_TRIPS {}", connection.commands_sent());
@@ -434,20 +414,31 @@ fn run_replicas(url: &str, batch: u32, limit: u32) -> (u64, u64) {
                 .unwrap()
         })
         .collect();
+    // Redis granted each permission between the call's start and its end, on the same clock:
+    // a call that started and ended in one cycle was granted in it. The others, whose cycle is
+    // one of two, are counted apart.
     let mut per_cycle = std::collections::BTreeMap::<u128, u32>::new();
-    let mut round_trips = 0;
+    let (mut across_a_boundary, mut round_trips) = (0u64, 0);
     for child in children {
         let output = child.wait_with_output().unwrap();
         assert!(output.status.success());
         let stdout = String::from_utf8_lossy(&output.stdout);
-        let granted: Vec<u128> = stdout
+        let granted: Vec<(u128, u128)> = stdout
             .lines()
-            .filter_map(|l| l.strip_prefix("GRANTED "))
-            .map(|t| t.parse().unwrap())
+            .filter_map(|l| l.split_once("GRANTED ").map(|(_, times)| times))
+            .map(|t| {
+                let (asked, granted) = t.split_once(' ').unwrap();
+                (asked.parse().unwrap(), granted.parse().unwrap())
+            })
             .collect();
         assert!(!granted.is_empty(), "every replica got permissions");
-        for at in granted {
-            *per_cycle.entry(at / CHILD_PERIOD.as_micros()).or_default() += 1;
+        let cycle = |micros: u128| micros / CHILD_PERIOD.as_micros();
+        for (asked, granted) in granted {
+            if cycle(asked) == cycle(granted) {
+                *per_cycle.entry(cycle(granted)).or_default() += 1;
+            } else {
+                across_a_boundary += 1;
+            }
         }
         round_trips += stdout
             .lines()
@@ -460,7 +451,13 @@ fn run_replicas(url: &str, batch: u32, limit: u32) -> (u64, u64) {
         most <= limit,
         "a cycle admitted {most} across the fleet, over its limit of {limit}: {per_cycle:?}"
     );
-    (per_cycle.values().map(|&n| u64::from(n)).sum(), round_trips)
+    let within: u64 = per_cycle.values().map(|&n| u64::from(n)).sum();
+    assert!(
+        across_a_boundary * 4 <= within,
+        "too few calls placed in one cycle for the check to mean much: {across_a_boundary} \
+         across a boundary, {within} within one"
+    );
+    (within + across_a_boundary, round_trips)
 }
 
 #[test]

@@ -177,6 +177,44 @@ impl Drop for RedisServer {
     }
 }
 
+/// The lines of the events a guard tells of its fleet limit (Redis away, Redis back), collected
+/// from the callback `subscribe` registers: `fleet_events(|sink| { limiter.subscribe(sink); })`.
+pub fn fleet_events<E: std::fmt::Display>(
+    subscribe: impl FnOnce(Box<dyn Fn(&E) + Send + Sync>),
+) -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = std::sync::Arc::clone(&seen);
+    subscribe(Box::new(move |event: &E| {
+        let line = event.to_string();
+        if line.contains("fleet limit") {
+            sink.lock().unwrap().push(line);
+        }
+    }));
+    seen
+}
+
+/// The two ways a running Redis stops answering for `millis`: `CLIENT PAUSE` (it queues the
+/// commands) and `DEBUG SLEEP` (its one thread is busy).
+pub fn stalls(millis: u64) -> [Vec<String>; 2] {
+    let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect();
+    [
+        words(&["CLIENT", "PAUSE", &millis.to_string(), "ALL"]),
+        words(&["DEBUG", "SLEEP", &format!("{}", millis as f64 / 1000.0)]),
+    ]
+}
+
+/// Starts `stall` (one of [`stalls`]) against `url` and returns once it has taken hold (the
+/// thread ends when its reply comes: at once for a pause, at the end for a sleep).
+pub fn stall(url: &str, stall: &[String]) -> std::thread::JoinHandle<String> {
+    let (url, stall) = (url.to_owned(), stall.to_vec());
+    let staller = std::thread::spawn(move || {
+        let args: Vec<&str> = stall.iter().map(String::as_str).collect();
+        command(&url, &args)
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    staller
+}
+
 /// Sends one command over a fresh connection and returns the reply as text (RESP, minimal).
 pub fn command(url: &str, args: &[&str]) -> String {
     use std::io::{Read, Write};
