@@ -165,6 +165,10 @@ async fn a_caller_that_may_wait_gets_the_lease_another_replica_gives_back() {
     );
 
     // Without a wait, a full fleet refuses at once.
+    eventually_async("the waiter's lease is given back", || {
+        leases_in_redis(&url, &prefix, "inventory") == 0
+    })
+    .await;
     let c = fleet_bulkhead(
         "inventory",
         &first,

@@ -74,15 +74,23 @@ struct Answer {
     held: u32,
 }
 
-/// What a caller does next, before an ask or after one.
-enum Step<'a, 'b> {
+/// What a caller does before an ask ([`Fleet::before_ask`]).
+enum Before<'a> {
     /// Ask Redis over this connection.
     Ask(&'a RedisConnection),
+    /// The fleet is remembered full: as [`After::Full`], without asking.
+    Full,
+    /// Redis does not answer: the fallback decides.
+    Fallback,
+}
+
+/// What a caller does after an ask ([`Fleet::answered_with`]).
+enum After<'b> {
     /// Leased: the permit, which holds the lease.
     Leased(BulkheadPermit<'b>),
     /// Every lease is held: ask again after a pause, or give up at the deadline.
     Full,
-    /// Redis does not answer: the fallback decides.
+    /// Redis did not answer: the fallback decides.
     Fallback,
 }
 
@@ -177,8 +185,8 @@ impl Fleet {
     ) -> Result<BulkheadPermit<'b>, Rejected> {
         let mut waiting = Waiting::new(bulkhead, wait);
         loop {
-            let step = match self.first_step(bulkhead) {
-                Step::Ask(connection) => {
+            let after = match self.before_ask(bulkhead) {
+                Before::Ask(connection) => {
                     let (lease, invocation) = self.invocation(connection);
                     let answer = connection
                         .send(
@@ -189,14 +197,15 @@ impl Fleet {
                         .await;
                     self.answered_with(bulkhead, answer, lease)
                 }
-                step => step,
+                Before::Full => After::Full,
+                Before::Fallback => After::Fallback,
             };
-            match step {
-                Step::Leased(permit) => return Ok(permit),
-                Step::Fallback => {
+            match after {
+                After::Leased(permit) => return Ok(permit),
+                After::Fallback => {
                     return self.fallback_async(bulkhead, waiting.left(bulkhead)).await
                 }
-                Step::Full | Step::Ask(_) => {}
+                After::Full => {}
             }
             let until = waiting.after_full(bulkhead)?;
             bulkhead.clock.sleep_until(Reading::Precise, until).await;
@@ -204,7 +213,8 @@ impl Fleet {
     }
 
     /// [`acquire`](Self::acquire), blocking the thread for the round trips and the pauses (on
-    /// a current-thread runtime, refused with [`Rejected::WouldBlock`] instead).
+    /// a current-thread runtime, refused with [`Rejected::WouldBlock`] when it would ask Redis
+    /// or pause).
     pub(super) fn acquire_blocking<'b>(
         &self,
         bulkhead: &'b Bulkhead,
@@ -213,11 +223,11 @@ impl Fleet {
         let mut waiting = Waiting::new(bulkhead, wait);
         let place = Blocking::here();
         loop {
-            let step = match self.first_step(bulkhead) {
-                Step::Ask(_) if place == Blocking::Refused => {
+            let after = match self.before_ask(bulkhead) {
+                Before::Ask(_) if place == Blocking::Refused => {
                     return Err(bulkhead.refuse_blocking());
                 }
-                Step::Ask(connection) => {
+                Before::Ask(connection) => {
                     let (lease, invocation) = self.invocation(connection);
                     let answer = place.run(|| {
                         connection.send_blocking(
@@ -227,12 +237,13 @@ impl Fleet {
                     });
                     self.answered_with(bulkhead, answer, lease)
                 }
-                step => step,
+                Before::Full => After::Full,
+                Before::Fallback => After::Fallback,
             };
-            match step {
-                Step::Leased(permit) => return Ok(permit),
-                Step::Fallback => return self.fallback_blocking(bulkhead, waiting.left(bulkhead)),
-                Step::Full | Step::Ask(_) => {}
+            match after {
+                After::Leased(permit) => return Ok(permit),
+                After::Fallback => return self.fallback_blocking(bulkhead, waiting.left(bulkhead)),
+                After::Full => {}
             }
             let until = waiting.after_full(bulkhead)?;
             if place == Blocking::Refused {
@@ -256,11 +267,11 @@ impl Fleet {
     }
 
     /// Before an ask: the fallback's turn, a fleet remembered full, or an ask.
-    fn first_step<'a, 'b>(&'a self, bulkhead: &Bulkhead) -> Step<'a, 'b> {
+    fn before_ask(&self, bulkhead: &Bulkhead) -> Before<'_> {
         match self.instance.ask(bulkhead.clock.now_nanos()) {
-            None => Step::Fallback,
-            Some(_) if self.remembered_full(bulkhead) => Step::Full,
-            Some(connection) => Step::Ask(connection),
+            None => Before::Fallback,
+            Some(_) if self.remembered_full(bulkhead) => Before::Full,
+            Some(connection) => Before::Ask(connection),
         }
     }
 
@@ -325,12 +336,12 @@ impl Fleet {
     /// comes with a permit of the semaphore, at the fleet limit now that Redis answers: a
     /// replica's leases never fill it, unless calls the fallback admitted are still running
     /// (then the lease goes back, and the caller waits as for a full fleet).
-    fn answered_with<'a, 'b>(
-        &'a self,
+    fn answered_with<'b>(
+        &self,
         bulkhead: &'b Bulkhead,
         answer: Result<Answer, CommandError>,
         lease: u32,
-    ) -> Step<'a, 'b> {
+    ) -> After<'b> {
         match answer {
             Ok(answer) => {
                 self.fleet_held.store(answer.held, Ordering::Relaxed);
@@ -338,14 +349,14 @@ impl Fleet {
                 let step = if answer.leased {
                     self.instance.hold(lease);
                     match bulkhead.take_permit(lease) {
-                        Some(permit) => Step::Leased(permit),
+                        Some(permit) => After::Leased(permit),
                         None => {
                             self.release(lease);
-                            Step::Full
+                            After::Full
                         }
                     }
                 } else {
-                    Step::Full
+                    After::Full
                 };
                 // Told last: a subscriber that panics drops the permit, and its lease with it.
                 if self.instance.answered() {
@@ -368,7 +379,7 @@ impl Fleet {
                         reason: error.to_string(),
                     });
                 }
-                Step::Fallback
+                After::Fallback
             }
         }
     }

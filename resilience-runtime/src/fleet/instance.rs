@@ -18,7 +18,7 @@ pub(crate) struct Instance {
     fallback: FleetFallback,
     health: Health,
     replica: Arc<Replica>,
-    /// The keys' common part: `{prefix}:{{kind}:{name}}:`.
+    /// The keys' common part, such as `resilience:{bulkhead:orders}:`.
     keys: String,
 }
 

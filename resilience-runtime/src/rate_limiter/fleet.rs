@@ -95,9 +95,10 @@ enum AnswerKind {
 }
 
 impl Fleet {
-    /// The Redis side of `name` under `config`, whose backend is Redis (its connection resolved,
-    /// or the environment's, or none: then it always falls back); its counters go on from
-    /// `previous`'s.
+    /// The Redis side of `name` under `config`, whose backend is Redis (see
+    /// [`Instance::new`]). Its counters go on from `previous`'s; on the same Redis, so do its
+    /// place among the replicas and its view of whether Redis answers (a reconfiguration while
+    /// Redis is away keeps to the fallback rather than asking again at once).
     pub(super) fn new(
         name: &Name,
         config: &RateLimiterConfig,
