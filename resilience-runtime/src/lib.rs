@@ -109,7 +109,7 @@ pub use rate_limiter::{
 };
 pub use recent::RecentEvent;
 pub use registry::{GuardInstance, Registry, WithRegistry};
-pub use retry::{Retry, RetryConfig, RetryConfigBuilder, RetryEvent, RetryMetrics};
+pub use retry::{Retry, RetryBudget, RetryConfig, RetryConfigBuilder, RetryEvent, RetryMetrics};
 pub use time_limiter::{
     TimeLimiter, TimeLimiterConfig, TimeLimiterConfigBuilder, TimeLimiterEvent, TimeLimiterMetrics,
 };

@@ -63,6 +63,7 @@ impl Registry {
     /// | `{prefix}_ratelimiter_calls_total` | counter | `kind`: `successful`, `failed` |
     /// | `{prefix}_ratelimiter_fleet_fallback_calls_total` | counter: the calls a fleet limiter decided while Redis did not answer (fleet limiters only) | |
     /// | `{prefix}_retry_calls_total` | counter | `kind`: `successful_without_retry`, `successful_with_retry`, `failed_without_retry`, `failed_with_retry` |
+    /// | `{prefix}_retry_over_budget_total` | counter: retries not made because the retry's budget was spent (retries with a budget only) | |
     /// | `{prefix}_timelimiter_calls_total` | counter | `kind`: `successful`, `failed`, `timeout` |
     ///
     /// Counters end in `_total`, as Micrometer's Prometheus registry names them. A breaker's
@@ -389,6 +390,13 @@ impl Export for Retry {
             ),
         ] {
             out.counter("retry_calls", with(name, "kind", kind), value);
+        }
+        if retry.config().budget().is_some() {
+            out.counter(
+                "retry_over_budget",
+                named(name),
+                m.number_of_retries_over_budget(),
+            );
         }
     }
 }

@@ -146,6 +146,7 @@ impl Kept for RetryEvent {
             RetryEvent::Success { .. } => "success",
             RetryEvent::Error { .. } => "error",
             RetryEvent::IgnoredError { .. } => "ignored_error",
+            RetryEvent::OverBudget { .. } => "over_budget",
         })
     }
     fn instance(&self) -> &Name {

@@ -268,7 +268,8 @@ impl Forward for RateLimiter {
 
 impl Forward for Retry {
     fn forward_events(&self, clock: &Clock) {
-        let (retried, exhausted, recovered) = (
+        let (retried, exhausted, recovered, over_budget) = (
+            Throttle::new(clock),
             Throttle::new(clock),
             Throttle::new(clock),
             Throttle::new(clock),
@@ -303,6 +304,15 @@ impl Forward for Retry {
                     name,
                     { attempts, },
                     "retry `{name}`: succeeded after retrying"
+                );
+            }
+            RetryEvent::OverBudget { name, attempts } => {
+                throttled_debug!(
+                    over_budget,
+                    "retry",
+                    name,
+                    { attempts, },
+                    "retry `{name}`: over its budget, not retried"
                 );
             }
             RetryEvent::IgnoredError { name, attempts } => {

@@ -15,7 +15,7 @@ use crate::error::ConfigError;
 use crate::fleet::{Backend, FleetFallback};
 use crate::plan::ReentrancyPolicy;
 use crate::rate_limiter::RateLimiterConfig;
-use crate::retry::RetryConfig;
+use crate::retry::{RetryBudget, RetryConfig};
 use crate::time_limiter::TimeLimiterConfig;
 
 /// Resilience4j's default `exponentialBackoffMultiplier` (its `IntervalFunction`'s).
@@ -425,6 +425,9 @@ settings! {
         randomized_wait_factor: f64,
         retry_on_rejection: bool,
         max_retry_after: Dur,
+        budget_ratio: f64,
+        budget_min_retries_per_second: u32,
+        budget_window: Dur,
     }
 }
 
@@ -495,11 +498,39 @@ impl Settings for RetrySettings {
         if let Some(wait) = self.max_retry_after {
             b = b.max_retry_after(wait.0);
         }
+        match self.budget_ratio {
+            Some(ratio) => {
+                let mut budget = RetryBudget::ratio(ratio);
+                if let Some(n) = self.budget_min_retries_per_second {
+                    budget = budget.min_retries_per_second(n);
+                }
+                if let Some(Dur(window)) = self.budget_window {
+                    budget = budget.window(window);
+                }
+                b = b.budget(budget);
+            }
+            None => {
+                for key in ["budget_min_retries_per_second", "budget_window"] {
+                    if self.set_keys().contains(&key) {
+                        return Err(ConfigError::new(
+                            key,
+                            format!(
+                                "`{key}` takes effect only with `budget_ratio` (the retries \
+                                 allowed per first attempt) in the same table; add it, or \
+                                 remove `{key}`"
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
         b.build()
     }
 
     fn keys_of(field: &'static str) -> &'static [&'static str] {
         match field {
+            "budget.ratio" => &["budget_ratio"],
+            "budget.window" => &["budget_window"],
             "exponential_backoff" => &[
                 "exponential_backoff_multiplier",
                 "exponential_max_wait_duration",

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::budget::RetryBudget;
 use crate::error::ConfigError;
 use crate::name::Name;
 
@@ -67,6 +68,7 @@ pub struct RetryConfig {
     randomized_wait_factor: Option<f64>,
     retry_on_rejection: Option<bool>,
     max_retry_after: Option<Duration>,
+    budget: Option<RetryBudget>,
 }
 
 crate::config_debug::debug_effective!(RetryConfig {
@@ -76,6 +78,7 @@ crate::config_debug::debug_effective!(RetryConfig {
     randomized_wait_factor,
     retry_on_rejection,
     max_retry_after,
+    budget,
 });
 
 impl RetryConfig {
@@ -85,6 +88,12 @@ impl RetryConfig {
     pub const DEFAULT_WAIT_DURATION: Duration = Duration::from_millis(500);
     /// Default `max_retry_after`.
     pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+
+    /// The retry budget every call of the instance shares, if any (none by default: each call
+    /// retries up to `max_attempts` whatever the others do).
+    pub fn budget(&self) -> Option<&RetryBudget> {
+        self.budget.as_ref()
+    }
 
     /// A builder starting from the defaults.
     pub fn builder() -> RetryConfigBuilder {
@@ -174,6 +183,7 @@ impl RetryConfig {
             randomized_wait_factor: self.randomized_wait_factor.or(base.randomized_wait_factor),
             retry_on_rejection: self.retry_on_rejection.or(base.retry_on_rejection),
             max_retry_after: self.max_retry_after.or(base.max_retry_after),
+            budget: self.budget.or(base.budget),
         };
         merged.validate(true)?;
         Ok(merged)
@@ -183,6 +193,9 @@ impl RetryConfig {
     /// `wait_duration`), which a configuration on a base can only be checked for once the
     /// registry merges it with its base.
     fn validate(&self, whole: bool) -> Result<(), ConfigError> {
+        if let Some(budget) = &self.budget {
+            budget.validate()?;
+        }
         if self.max_attempts() == 0 {
             return Err(ConfigError::new(
                 "max_attempts",
@@ -274,6 +287,16 @@ impl RetryConfigBuilder {
         self
     }
 
+    /// A budget shared by every call of the instance: retries at most a ratio of its first
+    /// attempts over a window, plus a floor per second ([`RetryBudget`]). A retry over budget
+    /// is not made; the call ends with its last attempt's error, and the refusal is counted
+    /// ([`RetryMetrics::number_of_retries_over_budget`](super::RetryMetrics::number_of_retries_over_budget))
+    /// and told ([`RetryEvent::OverBudget`](super::RetryEvent::OverBudget)).
+    pub fn budget(mut self, budget: RetryBudget) -> Self {
+        self.config.budget = Some(budget);
+        self
+    }
+
     /// Takes every field not set on this builder from the named configuration `base` when the
     /// registry installs this configuration.
     pub fn base(mut self, base: impl Into<Name>) -> Self {
@@ -287,7 +310,9 @@ impl RetryConfigBuilder {
     ///
     /// A [`ConfigError`] naming the field: a `max_attempts` of 0, an `exponential_backoff`
     /// whose multiplier is below 1 or not finite or whose `max_wait` is below `wait_duration`,
-    /// or a `randomized_wait_factor` outside `[0, 1)`.
+    /// a `randomized_wait_factor` outside `[0, 1)`, or a `budget` whose ratio is not from 0 to
+    /// 1000 (`budget.ratio`) or whose window is not whole seconds from 1 s to 1 h
+    /// (`budget.window`).
     ///
     /// ```
     /// use resilience_runtime::RetryConfig;

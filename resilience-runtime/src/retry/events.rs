@@ -69,6 +69,15 @@ pub enum RetryEvent {
         /// The attempts made.
         attempts: u32,
     },
+    /// An attempt failed in a way the retry retries, but the instance's
+    /// [`RetryBudget`](super::RetryBudget) has no retry left: the call ends with that failure.
+    #[non_exhaustive]
+    OverBudget {
+        /// The retry.
+        name: Name,
+        /// The attempts made.
+        attempts: u32,
+    },
     /// An attempt failed in a way the retry does not retry (an error `retry_on` refuses, a
     /// refusal by a guard inside the retry): the call ends with it.
     #[non_exhaustive]
@@ -87,6 +96,7 @@ impl RetryEvent {
             RetryEvent::Retry { name, .. }
             | RetryEvent::Success { name, .. }
             | RetryEvent::Error { name, .. }
+            | RetryEvent::OverBudget { name, .. }
             | RetryEvent::IgnoredError { name, .. } => name,
         }
     }
@@ -109,6 +119,10 @@ impl fmt::Display for RetryEvent {
             RetryEvent::Error { name, attempts } => {
                 write!(f, "retry `{name}`: gave up after {attempts} attempts")
             }
+            RetryEvent::OverBudget { name, attempts } => write!(
+                f,
+                "retry `{name}`: attempt {attempts} failed, and the retry budget has no retry left"
+            ),
             RetryEvent::IgnoredError { name, attempts } => write!(
                 f,
                 "retry `{name}`: attempt {attempts} failed in a way that is not retried"

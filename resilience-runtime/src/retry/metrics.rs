@@ -35,6 +35,7 @@ pub struct RetryMetrics {
     pub(super) successful_with_retry: u64,
     pub(super) failed_without_retry: u64,
     pub(super) failed_with_retry: u64,
+    pub(super) over_budget: u64,
 }
 
 impl RetryMetrics {
@@ -57,5 +58,11 @@ impl RetryMetrics {
     /// Calls that failed after at least one retry.
     pub fn number_of_failed_calls_with_retry_attempt(&self) -> u64 {
         self.failed_with_retry
+    }
+
+    /// Retries not made because the instance's [`RetryBudget`](super::RetryBudget) was spent
+    /// (each such call also counts as failed, with or without a retry attempt).
+    pub fn number_of_retries_over_budget(&self) -> u64 {
+        self.over_budget
     }
 }

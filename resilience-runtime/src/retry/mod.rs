@@ -13,6 +13,7 @@
 //! [`ManualClock`](crate::ManualClock) drives both in tests. Dropping an async call while it
 //! waits ends it: nothing more is counted.
 
+mod budget;
 mod config;
 mod events;
 mod metrics;
@@ -20,6 +21,7 @@ mod metrics;
 #[cfg(test)]
 mod tests;
 
+pub use budget::RetryBudget;
 pub use config::{RetryConfig, RetryConfigBuilder};
 pub use events::RetryEvent;
 pub use metrics::RetryMetrics;
@@ -29,7 +31,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 
 use crate::blocking::Blocking;
 use crate::clock::{deadline_after, Clock, Reading};
@@ -82,6 +84,13 @@ pub struct Retry {
     successful_with_retry: AtomicU64,
     failed_without_retry: AtomicU64,
     failed_with_retry: AtomicU64,
+    over_budget: AtomicU64,
+    /// The counts of the budget, if the configuration has one, and whether it has: a first
+    /// attempt without a budget reads the flag alone.
+    budget: ArcSwapOption<budget::Budget>,
+    has_budget: std::sync::atomic::AtomicBool,
+    /// The reading the budget's seconds are taken with (the coarse clock where there is one).
+    reading: Reading,
 }
 
 impl Retry {
@@ -92,7 +101,15 @@ impl Retry {
 
     /// A retry whose waits follow `clock`, such as a [`ManualClock`](crate::ManualClock).
     pub fn with_clock(name: impl Into<Name>, config: RetryConfig, clock: Clock) -> Self {
+        let budget = config.budget().map(|b| Arc::new(budget::Budget::new(*b)));
         Retry {
+            has_budget: std::sync::atomic::AtomicBool::new(budget.is_some()),
+            budget: ArcSwapOption::new(budget),
+            over_budget: AtomicU64::new(0),
+            reading: match clock.coarse_resolution() {
+                Some(_) => Reading::Coarse,
+                None => Reading::Precise,
+            },
             name: name.into(),
             id: crate::next_instance_id(),
             config: ArcSwap::from_pointee(config),
@@ -123,8 +140,37 @@ impl Retry {
     /// Changes the configuration in place: the instance, its subscribers and its counters
     /// stay. A call in progress reads the configuration in force at each failure (whether to
     /// go on, and the wait before its next attempt), so it follows the new one from then on.
+    ///
+    /// A new budget's counts start empty; the same budget keeps its counts.
     pub fn reconfigure(&self, config: RetryConfig) {
+        let same = self.budget.load().as_deref().map(budget::Budget::settings) == config.budget();
+        if !same {
+            let budget = config.budget().map(|b| Arc::new(budget::Budget::new(*b)));
+            self.has_budget.store(budget.is_some(), Ordering::Relaxed);
+            self.budget.store(budget);
+        }
         self.config.store(Arc::new(config));
+    }
+
+    /// The second of this retry's clock, for its budget.
+    fn second(&self) -> u64 {
+        self.clock.read(self.reading) / 1_000_000_000
+    }
+
+    /// Counts a first attempt against the budget.
+    #[inline(never)]
+    fn deposit(&self) {
+        if let Some(budget) = self.budget.load().as_deref() {
+            budget.deposit(self.second());
+        }
+    }
+
+    /// Whether the budget allows one more retry now (spending it), `true` without a budget.
+    fn within_budget(&self) -> bool {
+        match self.budget.load().as_deref() {
+            Some(budget) => budget.try_spend(self.second()),
+            None => true,
+        }
     }
 
     /// A snapshot of the counters.
@@ -134,6 +180,7 @@ impl Retry {
             successful_with_retry: self.successful_with_retry.load(Ordering::Relaxed),
             failed_without_retry: self.failed_without_retry.load(Ordering::Relaxed),
             failed_with_retry: self.failed_with_retry.load(Ordering::Relaxed),
+            over_budget: self.over_budget.load(Ordering::Relaxed),
         }
     }
 
@@ -249,6 +296,9 @@ impl Attempts<'_> {
             .filter(|wait| {
                 !self.blocking || wait.is_zero() || Blocking::here() != Blocking::Refused
             });
+        // Spent last: a retry the other rules refuse costs the budget nothing.
+        let over_budget = wait.is_some() && !retry.within_budget();
+        let wait = wait.filter(|_| !over_budget);
         if let Some(wait) = wait {
             retry.emit(|| RetryEvent::Retry {
                 name: retry.name.clone(),
@@ -264,9 +314,14 @@ impl Attempts<'_> {
             &retry.failed_without_retry
         };
         failed.fetch_add(1, Ordering::Relaxed);
+        if over_budget {
+            retry.over_budget.fetch_add(1, Ordering::Relaxed);
+        }
         retry.emit(|| {
             let name = retry.name.clone();
-            if retryable {
+            if over_budget {
+                RetryEvent::OverBudget { name, attempts }
+            } else if retryable {
                 RetryEvent::Error { name, attempts }
             } else {
                 RetryEvent::IgnoredError { name, attempts }
@@ -285,6 +340,9 @@ impl Wrap for Retry {
     /// not retry after a wait where blocking is refused (see [`crate::blocking`]).
     #[inline]
     fn begin(&self, blocking: bool) -> Attempts<'_> {
+        if self.has_budget.load(Ordering::Relaxed) {
+            self.deposit();
+        }
         Attempts {
             retry: self,
             attempt: 1,
