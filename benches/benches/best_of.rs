@@ -106,6 +106,13 @@ fn retry_alone_sync(x: u32) -> Result<u32, CallError> {
     Ok(black_box(x) + 1)
 }
 
+/// [`retry_alone_sync`] on a retry with a budget: each call counts its first attempt.
+#[retry(name = "best-of-budget")]
+#[inline(never)]
+fn retry_budget_sync(x: u32) -> Result<u32, CallError> {
+    Ok(black_box(x) + 1)
+}
+
 /// A time limiter alone, the call ready at once.
 #[time_limiter(name = "best-of-five")]
 #[inline(never)]
@@ -389,6 +396,17 @@ fn five_aspects(rounds: usize) {
         )
         .expect("retry");
     registry
+        .configure_retry(
+            "best-of-budget",
+            RetryConfig::builder()
+                .max_attempts(3)
+                .wait_duration(Duration::from_millis(500))
+                .budget(resilience_runtime::RetryBudget::ratio(0.2))
+                .build()
+                .expect("valid retry"),
+        )
+        .expect("retry");
+    registry
         .configure_time_limiter(
             "best-of-five",
             TimeLimiterConfig::builder()
@@ -523,6 +541,7 @@ fn five_aspects(rounds: usize) {
         "five_plan_pending",
         "retry_alone_macro",
         "retry_alone_sync",
+        "retry_budget_sync",
         "time_limiter_alone_macro",
         "time_limiter_alone_pending",
     ];
@@ -532,6 +551,7 @@ fn five_aspects(rounds: usize) {
         "five_plan_pending" => drop(poll_to_end(five.call_async(|| bare_pending(black_box(1))))),
         "retry_alone_macro" => drop(poll_now(retry_alone(black_box(1)))),
         "retry_alone_sync" => drop(retry_alone_sync(black_box(1))),
+        "retry_budget_sync" => drop(retry_budget_sync(black_box(1))),
         "time_limiter_alone_macro" => drop(poll_now(time_limiter_alone(black_box(1)))),
         "time_limiter_alone_pending" => drop(poll_to_end(time_limiter_alone_pending(black_box(1)))),
     );

@@ -123,6 +123,9 @@ pub(crate) struct Budget {
     settings: RetryBudget,
     ratio: u64,
     seconds: u64,
+    /// The slots are a power of two (at least `seconds`), so that a second's slot is a mask,
+    /// not a division, on every call.
+    mask: u64,
     /// First attempts, per slot: the second (high 32 bits) and the count (low 32 bits), so
     /// that a deposit is one compare-and-swap and a slot of an earlier second reads as empty.
     firsts: Box<[AtomicU64]>,
@@ -146,10 +149,12 @@ fn count_of(slot: u64) -> u64 {
 impl Budget {
     pub(crate) fn new(settings: RetryBudget) -> Self {
         let seconds = settings.window.as_secs().max(1);
-        let slots = || (0..seconds).map(|_| AtomicU64::new(0)).collect();
+        let slots = seconds.next_power_of_two();
+        let slots = || (0..slots).map(|_| AtomicU64::new(0)).collect();
         Budget {
             ratio: settings.ratio_millionths(),
             seconds,
+            mask: seconds.next_power_of_two() - 1,
             firsts: slots(),
             retries: slots(),
             spend: Mutex::new(()),
@@ -164,7 +169,7 @@ impl Budget {
 
     /// Counts a first attempt at clock second `second`.
     pub(crate) fn deposit(&self, second: u64) {
-        add(&self.firsts, self.seconds, second);
+        add(&self.firsts, self.mask, second);
     }
 
     /// Spends one retry at clock second `second` if the window allows it: `false` if not.
@@ -177,16 +182,16 @@ impl Budget {
         if allowed < (retries + 1) * MILLION {
             return false;
         }
-        add(&self.retries, self.seconds, second);
+        add(&self.retries, self.mask, second);
         true
     }
 }
 
 /// Adds one to the slot of `second`, restarting it if it held an earlier second.
-fn add(slots: &[AtomicU64], seconds: u64, second: u64) {
+fn add(slots: &[AtomicU64], mask: u64, second: u64) {
     // A second fits 32 bits for 136 years of a clock's life.
     let second = second & COUNT_MASK;
-    let slot = &slots[(second % seconds) as usize];
+    let slot = &slots[(second & mask) as usize];
     let mut current = slot.load(Ordering::Relaxed);
     loop {
         let next = match second_of(current) {
