@@ -24,25 +24,25 @@ impl From<Rejected> for InvError {
 
 #[derive(Clone, Copy, Debug)]
 enum Step {
-    /// A call whose first attempt succeeds.
-    Succeeds,
-    /// A call whose first attempt fails, and whose retry, if the budget allows one, succeeds.
-    FailsOnce,
+    /// A call whose first `n` attempts fail (0: it succeeds at once), the others succeed.
+    Fails(u32),
     /// The clock moves on.
     Wait(Duration),
 }
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        4 => Just(Step::Succeeds),
-        3 => Just(Step::FailsOnce),
+        4 => Just(Step::Fails(0)),
+        2 => Just(Step::Fails(1)),
+        1 => Just(Step::Fails(2)),
+        1 => Just(Step::Fails(3)),
         1 => (1u64..3_000).prop_map(|ms| Step::Wait(Duration::from_millis(ms))),
     ]
 }
 
-/// The budget as its docs state it: over the window's last whole seconds (this one included),
-/// a retry is allowed while `ratio × first attempts + floor × seconds ≥ retries + 1`, counted
-/// in millionths so that the reference is exact too.
+/// The budget as its docs state it, with the ratio as an exact fraction `p / q` taken to the
+/// millionth, rounded down: over the window's last whole seconds (this one included), a retry
+/// is allowed while `ratio × first attempts + floor × seconds ≥ retries + 1`.
 struct Reference {
     ratio_millionths: u64,
     floor: u64,
@@ -52,12 +52,23 @@ struct Reference {
 }
 
 impl Reference {
+    fn new((p, q): (u64, u64), floor: u32, seconds: u64) -> Self {
+        Reference {
+            ratio_millionths: p * 1_000_000 / q,
+            floor: u64::from(floor),
+            seconds,
+            firsts: Vec::new(),
+            retries: Vec::new(),
+        }
+    }
+
     fn in_window(&self, at: &[u64], now: u64) -> u64 {
         at.iter()
             .filter(|&&s| s <= now && now - s < self.seconds)
             .count() as u64
     }
 
+    /// Spends a retry at `now` if the budget allows one.
     fn allows(&mut self, now: u64) -> bool {
         let allowed = self.ratio_millionths * self.in_window(&self.firsts, now)
             + self.floor * self.seconds * 1_000_000;
@@ -67,62 +78,77 @@ impl Reference {
         }
         ok
     }
+
+    /// The attempts a call whose first `failing` attempts fail makes, with `max_attempts`: a
+    /// retry is asked of the budget only when the retry would otherwise be made.
+    fn attempts(&mut self, now: u64, failing: u32, max_attempts: u32) -> (u32, bool) {
+        self.firsts.push(now);
+        let mut attempts = 1;
+        while attempts <= failing && attempts < max_attempts {
+            if !self.allows(now) {
+                return (attempts, true);
+            }
+            attempts += 1;
+        }
+        (attempts, false)
+    }
 }
+
+const MAX_ATTEMPTS: u32 = 3;
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
     #[test]
     fn the_budget_allows_exactly_the_retries_the_reference_allows(
-        ratio in prop_oneof![Just(0.1), Just(0.2), Just(0.35), Just(1.0 / 3.0), Just(0.001), Just(1.5)],
+        (p, q) in prop_oneof![
+            Just((1, 10)), Just((1, 5)), Just((7, 20)), Just((1, 3)), Just((2, 3)),
+            Just((1, 1000)), Just((3, 2)),
+        ],
         floor in 0u32..3,
         window in 1u64..5,
         steps in proptest::collection::vec(step(), 1..300),
     ) {
         let clock = ManualClock::new();
         let registry = Registry::with_clock(clock.clone());
-        let budget = RetryBudget::ratio(ratio)
+        let budget = RetryBudget::ratio(p as f64 / q as f64)
             .min_retries_per_second(floor)
             .window(Duration::from_secs(window));
         registry.configure_retry("inventory", RetryConfig::builder()
-            .max_attempts(2)
+            .max_attempts(MAX_ATTEMPTS)
             .wait_duration(Duration::ZERO)
             .budget(budget)
             .build()?)?;
+        let told = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let sink = std::sync::Arc::clone(&told);
+        registry.retry("inventory").subscribe(move |event| {
+            if matches!(event, RetryEvent::OverBudget { .. }) {
+                sink.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
         let plan = registry.plan(&[Guard::retry("inventory")])?;
-        let mut reference = Reference {
-            ratio_millionths: (ratio * 1e6).round() as u64,
-            floor: u64::from(floor),
-            seconds: window,
-            firsts: Vec::new(),
-            retries: Vec::new(),
-        };
-        let (mut refused, mut retried) = (0u64, 0u64);
+        let mut reference = Reference::new((p, q), floor, window);
+        let mut over_budget = 0u64;
         for step in steps {
             let now = clock.now().as_secs();
             match step {
                 Step::Wait(by) => clock.advance(by),
-                Step::Succeeds => {
-                    reference.firsts.push(now);
-                    let result: Result<(), InvError> = plan.call(|| Ok(()));
-                    prop_assert!(result.is_ok());
-                }
-                Step::FailsOnce => {
-                    reference.firsts.push(now);
-                    let expected = reference.allows(now);
+                Step::Fails(failing) => {
+                    let (expected, refused) = reference.attempts(now, failing, MAX_ATTEMPTS);
                     let mut attempts = 0;
                     let result: Result<(), InvError> = plan.call(|| {
                         attempts += 1;
-                        if attempts == 1 { Err(InvError::Busy) } else { Ok(()) }
+                        if attempts <= failing { Err(InvError::Busy) } else { Ok(()) }
                     });
-                    prop_assert_eq!(result.is_ok(), expected, "at second {}", now);
-                    if expected { retried += 1 } else { refused += 1 }
+                    prop_assert_eq!(attempts, expected, "at second {}", now);
+                    prop_assert_eq!(result.is_ok(), attempts > failing);
+                    over_budget += u64::from(refused);
                 }
             }
         }
         let metrics = registry.retry("inventory").metrics();
-        prop_assert_eq!(metrics.number_of_retries_over_budget(), refused);
-        prop_assert_eq!(metrics.number_of_successful_calls_with_retry_attempt(), retried);
+        prop_assert_eq!(metrics.number_of_retries_over_budget(), over_budget);
+        prop_assert_eq!(told.load(std::sync::atomic::Ordering::Relaxed), over_budget);
     }
 }
 

@@ -20,7 +20,8 @@ const MILLION: u64 = 1_000_000;
 /// times its first attempts in that window plus `min_retries_per_second` per second of it.
 /// Shared by every call of the instance, so that a fleet of retrying clients cannot multiply an
 /// outage's load (Envoy's retry budget; Finagle's `RetryBudget`). A retry over budget is not
-/// made: the call ends with its last attempt's error.
+/// made: the call ends with its last attempt's error. A retry's allowance is spent when the
+/// retry is decided, before its wait.
 ///
 /// ```
 /// use resilience_runtime::{RetryBudget, RetryConfig};
@@ -110,10 +111,12 @@ impl RetryBudget {
         Ok(())
     }
 
-    /// The ratio in millionths.
+    /// The ratio in millionths, rounded down, so that the budget never allows more than the
+    /// ratio (a ratio written with six decimals or fewer, such as 0.35, is exact: the nudge of
+    /// a millionth of a millionth undoes its binary representation falling just short).
     fn ratio_millionths(&self) -> u64 {
-        // Validated from 0 to 1000: the product fits, and rounds to the nearest millionth.
-        (self.ratio * MILLION as f64).round() as u64
+        // Validated from 0 to 1000: the product fits.
+        (self.ratio * MILLION as f64 + 1e-6).floor() as u64
     }
 }
 
@@ -123,8 +126,7 @@ pub(crate) struct Budget {
     settings: RetryBudget,
     ratio: u64,
     seconds: u64,
-    /// The slots are a power of two (at least `seconds`), so that a second's slot is a mask,
-    /// not a division, on every call.
+    /// The slots are a power of two (at least `seconds`): a second's slot is `second & mask`.
     mask: u64,
     /// First attempts, per slot: the second (high 32 bits) and the count (low 32 bits), so
     /// that a deposit is one compare-and-swap and a slot of an earlier second reads as empty.
@@ -132,7 +134,9 @@ pub(crate) struct Budget {
     /// Retries, per slot, the same way; written only under `spend`, so that two retries never
     /// spend the same allowance.
     retries: Box<[AtomicU64]>,
-    spend: Mutex<()>,
+    /// The latest second a retry was spent at: a caller whose reading is older counts as of
+    /// it, so that no window a later caller sees lacks a retry spent before it.
+    spend: Mutex<u64>,
 }
 
 const COUNT_BITS: u32 = 32;
@@ -147,17 +151,26 @@ fn count_of(slot: u64) -> u64 {
 }
 
 impl Budget {
-    pub(crate) fn new(settings: RetryBudget) -> Self {
+    /// The counts of `settings`, starting from `previous`'s when its window is the same (a
+    /// reconfiguration of the ratio or the floor keeps what the window has seen).
+    pub(crate) fn new(settings: RetryBudget, previous: Option<&Budget>) -> Self {
         let seconds = settings.window.as_secs().max(1);
         let slots = seconds.next_power_of_two();
-        let slots = || (0..slots).map(|_| AtomicU64::new(0)).collect();
+        let kept = previous.filter(|p| p.seconds == seconds);
+        let copy = |of: Option<&[AtomicU64]>| -> Box<[AtomicU64]> {
+            (0..slots as usize)
+                .map(|i| AtomicU64::new(of.map_or(0, |of| of[i].load(Ordering::Relaxed))))
+                .collect()
+        };
         Budget {
             ratio: settings.ratio_millionths(),
             seconds,
-            mask: seconds.next_power_of_two() - 1,
-            firsts: slots(),
-            retries: slots(),
-            spend: Mutex::new(()),
+            mask: slots - 1,
+            firsts: copy(kept.map(|p| &*p.firsts)),
+            retries: copy(kept.map(|p| &*p.retries)),
+            spend: Mutex::new(
+                kept.map_or(0, |p| *p.spend.lock().unwrap_or_else(|e| e.into_inner())),
+            ),
             settings,
         }
     }
@@ -174,12 +187,15 @@ impl Budget {
 
     /// Spends one retry at clock second `second` if the window allows it: `false` if not.
     pub(crate) fn try_spend(&self, second: u64) -> bool {
-        let _one_at_a_time = self.spend.lock().unwrap_or_else(|p| p.into_inner());
+        let mut latest = self.spend.lock().unwrap_or_else(|p| p.into_inner());
+        let second = second.max(*latest);
+        *latest = second;
         let firsts = sum(&self.firsts, self.seconds, second);
         let retries = sum(&self.retries, self.seconds, second);
-        let floor = u64::from(self.settings.min_retries_per_second) * self.seconds * MILLION;
-        let allowed = self.ratio * firsts + floor;
-        if allowed < (retries + 1) * MILLION {
+        // In 128 bits: a ratio of 1000 over billions of first attempts does not wrap.
+        let floor = u128::from(self.settings.min_retries_per_second) * u128::from(self.seconds);
+        let allowed = u128::from(self.ratio) * u128::from(firsts) + floor * u128::from(MILLION);
+        if allowed < (u128::from(retries) + 1) * u128::from(MILLION) {
             return false;
         }
         add(&self.retries, self.mask, second);
@@ -228,7 +244,7 @@ mod tests {
 
     #[test]
     fn a_tenth_allows_exactly_one_retry_per_ten_first_attempts() {
-        let budget = Budget::new(RetryBudget::ratio(0.1));
+        let budget = Budget::new(RetryBudget::ratio(0.1), None);
         for _ in 0..9 {
             budget.deposit(5);
         }
@@ -259,6 +275,7 @@ mod tests {
             RetryBudget::ratio(0.0)
                 .min_retries_per_second(1)
                 .window(Duration::from_secs(2)),
+            None,
         );
         assert!(budget.try_spend(0));
         assert!(budget.try_spend(0));

@@ -101,7 +101,9 @@ impl Retry {
 
     /// A retry whose waits follow `clock`, such as a [`ManualClock`](crate::ManualClock).
     pub fn with_clock(name: impl Into<Name>, config: RetryConfig, clock: Clock) -> Self {
-        let budget = config.budget().map(|b| Arc::new(budget::Budget::new(*b)));
+        let budget = config
+            .budget()
+            .map(|b| Arc::new(budget::Budget::new(*b, None)));
         Retry {
             has_budget: std::sync::atomic::AtomicBool::new(budget.is_some()),
             budget: ArcSwapOption::new(budget),
@@ -141,11 +143,15 @@ impl Retry {
     /// stay. A call in progress reads the configuration in force at each failure (whether to
     /// go on, and the wait before its next attempt), so it follows the new one from then on.
     ///
-    /// A new budget's counts start empty; the same budget keeps its counts.
+    /// A budget keeps what its window has seen while the window stays the same (a new ratio
+    /// or floor applies to the counts so far); a new window starts empty.
     pub fn reconfigure(&self, config: RetryConfig) {
-        let same = self.budget.load().as_deref().map(budget::Budget::settings) == config.budget();
+        let current = self.budget.load_full();
+        let same = current.as_deref().map(budget::Budget::settings) == config.budget();
         if !same {
-            let budget = config.budget().map(|b| Arc::new(budget::Budget::new(*b)));
+            let budget = config
+                .budget()
+                .map(|b| Arc::new(budget::Budget::new(*b, current.as_deref())));
             self.has_budget.store(budget.is_some(), Ordering::Relaxed);
             self.budget.store(budget);
         }
