@@ -1,8 +1,9 @@
 //! The semaphore bulkhead: at most `max_concurrent_calls` calls at once.
 //!
 //! [`Bulkhead`] is the guard, [`BulkheadPermit`] the RAII permit of one admitted call,
-//! [`BulkheadMetrics`] a snapshot of its counters. The permit accounting lives in
-//! `semaphore.rs` (one atomic word, a locked wait queue), the queue in `wait_list.rs`.
+//! [`BulkheadMetrics`] a snapshot of its counters (`metrics.rs`). The permit accounting lives
+//! in `semaphore.rs` (one atomic word, a locked wait queue), the queue in `wait_list.rs`, the
+//! configured wait in `wait.rs`, and a fleet bulkhead's leases in Redis in `fleet.rs`.
 //!
 //! A bulkhead lives as long as its owner (the registry) and is reconfigured in place
 //! ([`Bulkhead::reconfigure`]): references to it, its permits and its waiters stay valid, and
@@ -14,8 +15,10 @@ mod config;
 mod events;
 #[cfg(feature = "redis")]
 mod fleet;
+mod metrics;
 mod permit;
 mod semaphore;
+mod wait;
 mod wait_list;
 
 #[cfg(all(test, not(loom)))]
@@ -26,6 +29,7 @@ mod tests;
 pub use adaptive::{AdaptiveLimit, AdaptiveSettings, LimitAlgorithm};
 pub use config::{BulkheadConfig, BulkheadConfigBuilder, MAX_CONCURRENT_CALLS_LIMIT};
 pub use events::BulkheadEvent;
+pub use metrics::{AdaptiveEstimates, BulkheadMetrics};
 
 use std::fmt;
 use std::future::Future;
@@ -42,10 +46,12 @@ use crate::subscribers::{Interest, Subscribers, SubscriptionId};
 use crate::sync::{lock, AtomicU64, Mutex, Ordering};
 
 use adaptive::{Controller, Sample};
+use metrics::nanos_duration;
 pub use permit::BulkheadPermit;
 pub(crate) use permit::Ended;
 use permit::{tick, TICK_SHIFT, UNTIMED};
 use semaphore::{Semaphore, Waking};
+use wait::Wait;
 use wait_list::{Key, Wake};
 
 /// A semaphore bulkhead: admits at most
@@ -121,50 +127,6 @@ pub struct Bulkhead {
     fleet: arc_swap::ArcSwapOption<fleet::Fleet>,
     #[cfg(feature = "redis")]
     has_fleet: std::sync::atomic::AtomicBool,
-}
-
-/// How long a caller who finds no free permit waits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Wait {
-    /// Not at all: rejected at once.
-    Reject,
-    /// Up to this long.
-    For(Duration),
-    /// Until a permit is free, with no timer.
-    Forever,
-}
-
-impl Wait {
-    /// A zero wait rejects at once; a wait as long as the clock can count in nanoseconds or
-    /// longer (some 584 years, e.g. `Duration::MAX`) waits forever.
-    fn from_config(wait: Duration) -> Self {
-        if wait.is_zero() {
-            Wait::Reject
-        } else if wait.as_nanos() >= u128::from(u64::MAX) {
-            Wait::Forever
-        } else {
-            Wait::For(wait)
-        }
-    }
-
-    /// The wait in one word: 0 rejects, `u64::MAX` waits forever, anything else is the wait
-    /// in nanoseconds.
-    fn to_nanos(self) -> u64 {
-        match self {
-            Wait::Reject => 0,
-            // Below u64::MAX nanoseconds (`from_config`): lossless.
-            Wait::For(wait) => wait.as_nanos() as u64,
-            Wait::Forever => u64::MAX,
-        }
-    }
-
-    fn from_nanos(nanos: u64) -> Self {
-        match nanos {
-            0 => Wait::Reject,
-            u64::MAX => Wait::Forever,
-            nanos => Wait::For(Duration::from_nanos(nanos)),
-        }
-    }
 }
 
 impl Bulkhead {
@@ -823,88 +785,5 @@ impl Drop for Waiter<'_> {
         if let Some(key) = self.key.take() {
             self.semaphore.cancel(key);
         }
-    }
-}
-
-/// The latencies an adaptive limit's algorithm works from ([`Bulkhead::adaptive_estimates`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct AdaptiveEstimates {
-    /// The latency samples are compared with: the knee's latency without a queue (that of
-    /// its last lower probe), Gradient2's long-term average, Vegas's lowest latency; `None`
-    /// for AIMD, or before the first estimate.
-    pub baseline_rtt: Option<Duration>,
-    /// The last sample's latency (`None` before the first).
-    pub sample_rtt: Option<Duration>,
-}
-
-/// Nanoseconds of an estimate as a duration.
-fn nanos_duration(nanos: f64) -> Duration {
-    // Estimates are averages of `u64` nanoseconds: within range, and positive.
-    Duration::from_nanos(nanos.round() as u64)
-}
-
-/// A snapshot of a bulkhead's counters, from [`Bulkhead::metrics`].
-///
-/// The counters count since the bulkhead was created; [`Bulkhead::reconfigure`] does not reset
-/// them. `finished_calls` is derived as the permitted calls minus those holding a permit (more
-/// than the limit after a shrink, until the surplus is returned), so it may briefly lag behind a
-/// permit that a release has just handed to a waiter.
-///
-/// ```
-/// use resilience_runtime::{Bulkhead, BulkheadConfig};
-///
-/// let bulkhead = Bulkhead::new("inventory", BulkheadConfig::builder().max_concurrent_calls(1).build()?);
-/// drop(bulkhead.try_acquire()?);
-/// let _held = bulkhead.try_acquire()?;
-/// assert!(bulkhead.try_acquire().is_err());
-///
-/// let metrics = bulkhead.metrics();
-/// assert_eq!(metrics.permitted_calls(), 2);
-/// assert_eq!(metrics.finished_calls(), 1);
-/// assert_eq!(metrics.rejected_calls(), 1);
-/// assert_eq!(metrics.available_concurrent_calls(), 0);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BulkheadMetrics {
-    available_concurrent_calls: u32,
-    max_allowed_concurrent_calls: u32,
-    permitted_calls: u64,
-    rejected_calls: u64,
-    finished_calls: u64,
-    fleet_fallback_calls: u64,
-}
-
-impl BulkheadMetrics {
-    /// Free permits when the snapshot was taken.
-    pub fn available_concurrent_calls(&self) -> u32 {
-        self.available_concurrent_calls
-    }
-
-    /// The number of calls admitted at once.
-    pub fn max_allowed_concurrent_calls(&self) -> u32 {
-        self.max_allowed_concurrent_calls
-    }
-
-    /// Calls that got a permit, at once or after waiting.
-    pub fn permitted_calls(&self) -> u64 {
-        self.permitted_calls
-    }
-
-    /// Calls rejected because no permit was free within `max_wait_duration`.
-    pub fn rejected_calls(&self) -> u64 {
-        self.rejected_calls
-    }
-
-    /// Permitted calls that have released their permit.
-    pub fn finished_calls(&self) -> u64 {
-        self.finished_calls
-    }
-
-    /// Calls a fleet bulkhead decided by its fallback while Redis did not answer (0 for a
-    /// local bulkhead).
-    pub fn fleet_fallback_calls(&self) -> u64 {
-        self.fleet_fallback_calls
     }
 }
