@@ -19,6 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::clock::Clock;
+use crate::fleet::FleetFallback;
+use crate::name::Name;
 
 use crate::bulkhead::{Bulkhead, BulkheadEvent};
 use crate::circuit_breaker::{CircuitBreaker, CircuitBreakerEvent};
@@ -203,26 +205,38 @@ impl Forward for Bulkhead {
                 name,
                 fallback,
                 reason,
-            } => {
-                tracing::warn!(
-                    target: "resilience",
-                    aspect = "bulkhead",
-                    name = name.as_str(),
-                    fallback = fallback.as_str(),
-                    reason = reason.as_str(),
-                    "bulkhead `{name}` cannot reach Redis: calls go by its fallback, `{fallback}`"
-                );
-            }
-            BulkheadEvent::FleetRestored { name } => {
-                tracing::info!(
-                    target: "resilience",
-                    aspect = "bulkhead",
-                    name = name.as_str(),
-                    "bulkhead `{name}` reaches Redis again: calls go by the fleet limit"
-                );
-            }
+            } => fleet_unavailable("bulkhead", "bulkhead", name, *fallback, reason),
+            BulkheadEvent::FleetRestored { name } => fleet_restored("bulkhead", "bulkhead", name),
         });
     }
+}
+
+/// A fleet instance's Redis does not answer: a warning, for either kind of fleet guard.
+fn fleet_unavailable(
+    aspect: &'static str,
+    kind: &str,
+    name: &Name,
+    fallback: FleetFallback,
+    reason: &str,
+) {
+    tracing::warn!(
+        target: "resilience",
+        aspect,
+        name = name.as_str(),
+        fallback = fallback.as_str(),
+        reason,
+        "{kind} `{name}` cannot reach Redis: calls go by its fallback, `{fallback}`"
+    );
+}
+
+/// A fleet instance's Redis answers again.
+fn fleet_restored(aspect: &'static str, kind: &str, name: &Name) {
+    tracing::info!(
+        target: "resilience",
+        aspect,
+        name = name.as_str(),
+        "{kind} `{name}` reaches Redis again: calls go by the fleet limit"
+    );
 }
 
 impl Forward for RateLimiter {
@@ -243,24 +257,9 @@ impl Forward for RateLimiter {
                 name,
                 fallback,
                 reason,
-            } => {
-                tracing::warn!(
-                    target: "resilience",
-                    aspect = "rate_limiter",
-                    name = name.as_str(),
-                    fallback = fallback.as_str(),
-                    reason = reason.as_str(),
-                    "rate limiter `{name}` cannot reach Redis: calls go by its fallback, \
-                     `{fallback}`"
-                );
-            }
+            } => fleet_unavailable("rate_limiter", "rate limiter", name, *fallback, reason),
             RateLimiterEvent::FleetRestored { name } => {
-                tracing::info!(
-                    target: "resilience",
-                    aspect = "rate_limiter",
-                    name = name.as_str(),
-                    "rate limiter `{name}` reaches Redis again: calls go by the fleet limit"
-                );
+                fleet_restored("rate_limiter", "rate limiter", name);
             }
         });
     }

@@ -92,13 +92,9 @@ impl fmt::Display for BulkheadEvent {
                 name,
                 fallback,
                 reason,
-            } => write!(
-                f,
-                "bulkhead `{name}` cannot reach its fleet limit ({reason}); calls go by its \
-                 fallback, `{fallback}`"
-            ),
+            } => crate::fleet::write_unavailable(f, "bulkhead", name, *fallback, reason),
             BulkheadEvent::FleetRestored { name } => {
-                write!(f, "bulkhead `{name}` reaches its fleet limit again")
+                crate::fleet::write_restored(f, "bulkhead", name)
             }
         }
     }

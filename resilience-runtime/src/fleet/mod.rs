@@ -303,6 +303,27 @@ impl fmt::Debug for Backend {
     }
 }
 
+/// The line of a fleet guard's event (`kind` `name`): its Redis does not answer (`reason`),
+/// and calls go by `fallback`.
+pub(crate) fn write_unavailable(
+    f: &mut fmt::Formatter<'_>,
+    kind: &str,
+    name: &str,
+    fallback: FleetFallback,
+    reason: &str,
+) -> fmt::Result {
+    write!(
+        f,
+        "{kind} `{name}` cannot reach its fleet limit ({reason}); calls go by its fallback, \
+         `{fallback}`"
+    )
+}
+
+/// The line of a fleet guard's event: its Redis answers again.
+pub(crate) fn write_restored(f: &mut fmt::Formatter<'_>, kind: &str, name: &str) -> fmt::Result {
+    write!(f, "{kind} `{name}` reaches its fleet limit again")
+}
+
 /// What a fleet guard does while Redis does not answer within the command timeout.
 ///
 /// | choice | while Redis is away | who does it |

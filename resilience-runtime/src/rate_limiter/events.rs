@@ -96,13 +96,9 @@ impl fmt::Display for RateLimiterEvent {
                 name,
                 fallback,
                 reason,
-            } => write!(
-                f,
-                "rate limiter `{name}` cannot reach its fleet limit ({reason}); calls go by \
-                 its fallback, `{fallback}`"
-            ),
+            } => crate::fleet::write_unavailable(f, "rate limiter", name, *fallback, reason),
             RateLimiterEvent::FleetRestored { name } => {
-                write!(f, "rate limiter `{name}` reaches its fleet limit again")
+                crate::fleet::write_restored(f, "rate limiter", name)
             }
         }
     }
