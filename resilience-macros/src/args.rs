@@ -15,6 +15,7 @@ pub(crate) enum Kind {
     Bulkhead,
     RateLimiter,
     Retry,
+    Hedge,
     CircuitBreaker,
     TimeLimiter,
 }
@@ -29,10 +30,11 @@ pub(crate) struct Row {
 
 impl Kind {
     /// Every kind, for matching attribute paths.
-    const ALL: [Kind; 5] = [
+    const ALL: [Kind; 6] = [
         Kind::Bulkhead,
         Kind::RateLimiter,
         Kind::Retry,
+        Kind::Hedge,
         Kind::CircuitBreaker,
         Kind::TimeLimiter,
     ];
@@ -40,8 +42,8 @@ impl Kind {
     /// The aspect table: one row per aspect.
     pub(crate) const fn row(self) -> Row {
         use Key::{
-            Crate, Fallback, FallbackOnError, Ignore, Name, Overload, Record, Registry, RetryAfter,
-            RetryOn,
+            Crate, Fallback, FallbackOnError, HedgeOn, Ignore, Name, Overload, Record, Registry,
+            RetryAfter, RetryOn,
         };
         match self {
             Kind::Bulkhead => Row {
@@ -63,6 +65,10 @@ impl Kind {
                     Registry,
                     Crate,
                 ],
+            },
+            Kind::Hedge => Row {
+                attr: "hedge",
+                keys: &[Name, HedgeOn, Fallback, FallbackOnError, Registry, Crate],
             },
             Kind::CircuitBreaker => Row {
                 attr: "circuit_breaker",
@@ -103,7 +109,7 @@ impl Kind {
     /// admitting it.
     pub(crate) fn is_wrapper(self) -> bool {
         match self {
-            Kind::Retry | Kind::TimeLimiter => true,
+            Kind::Retry | Kind::TimeLimiter | Kind::Hedge => true,
             Kind::Bulkhead | Kind::RateLimiter | Kind::CircuitBreaker => false,
         }
     }
@@ -132,6 +138,8 @@ pub(crate) enum Key {
     RetryOn,
     /// `retry_after = path`: the least wait an error asks for before the next attempt.
     RetryAfter,
+    /// `hedge_on = path`: errors a hedge starts its next attempt for at once.
+    HedgeOn,
     /// `registry = path`: the registry the call site uses instead of the global one.
     Registry,
     /// `crate = "path"`: where `resilience_runtime` is.
@@ -139,7 +147,7 @@ pub(crate) enum Key {
 }
 
 impl Key {
-    const ALL: [Key; 10] = [
+    const ALL: [Key; 11] = [
         Key::Name,
         Key::Fallback,
         Key::FallbackOnError,
@@ -148,6 +156,7 @@ impl Key {
         Key::Overload,
         Key::RetryOn,
         Key::RetryAfter,
+        Key::HedgeOn,
         Key::Registry,
         Key::Crate,
     ];
@@ -166,6 +175,7 @@ impl Key {
             Key::Overload => "overload",
             Key::RetryOn => "retry_on",
             Key::RetryAfter => "retry_after",
+            Key::HedgeOn => "hedge_on",
             Key::Registry => "registry",
             Key::Crate => "crate",
         }
@@ -182,6 +192,7 @@ impl Key {
             Key::Overload => "is_overloaded",
             Key::RetryOn => "is_transient",
             Key::RetryAfter => "server_retry_after",
+            Key::HedgeOn => "is_transient",
             Key::Registry => "crate::REGISTRY",
             Key::Crate => "\"my_resilience\"",
         }
@@ -203,6 +214,11 @@ impl Key {
             ),
             (Key::RetryOn, Some(owner)) if owner != kind => format!(
                 " (`retry_on` chooses which errors a retry retries: give it on `#[{}]`)",
+                owner.attr_name()
+            ),
+            (Key::HedgeOn, Some(owner)) if owner != kind => format!(
+                " (`hedge_on` chooses which errors start a hedge's next attempt at once: give \
+                 it on `#[{}]`)",
                 owner.attr_name()
             ),
             (Key::RetryAfter, Some(owner)) if owner != kind => format!(
@@ -252,6 +268,7 @@ pub(crate) struct AspectArgs {
     pub(crate) overload: Option<PathArg>,
     pub(crate) retry_on: Option<PathArg>,
     pub(crate) retry_after: Option<PathArg>,
+    pub(crate) hedge_on: Option<PathArg>,
     pub(crate) registry: Option<PathArg>,
     pub(crate) krate: Option<PathArg>,
 }
@@ -271,6 +288,7 @@ fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<Asp
     let mut ignore = None;
     let mut record = None;
     let mut overload = None;
+    let mut hedge_on = None;
     let mut retry_on = None;
     let mut retry_after = None;
     let mut registry = None;
@@ -373,6 +391,7 @@ fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<Asp
             Key::Overload => overload = Some(path_arg(kind, which, &key, &value)?),
             Key::RetryOn => retry_on = Some(path_arg(kind, which, &key, &value)?),
             Key::RetryAfter => retry_after = Some(path_arg(kind, which, &key, &value)?),
+            Key::HedgeOn => hedge_on = Some(path_arg(kind, which, &key, &value)?),
             Key::Registry => {
                 let Expr::Path(ExprPath {
                     path, qself: None, ..
@@ -420,6 +439,7 @@ fn parse_args(kind: Kind, span: Span, input: ParseStream<'_>) -> syn::Result<Asp
         overload,
         retry_on,
         retry_after,
+        hedge_on,
         registry,
         krate,
     })

@@ -46,6 +46,12 @@ pub fn retry(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::attribute(Kind::Retry, args.into(), item.into()).into()
 }
 
+#[allow(missing_docs)] // resilience-runtime/src/attributes/hedge.md
+#[proc_macro_attribute]
+pub fn hedge(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::attribute(Kind::Hedge, args.into(), item.into()).into()
+}
+
 #[allow(missing_docs)] // resilience-runtime/src/attributes/time_limiter.md
 #[proc_macro_attribute]
 pub fn time_limiter(args: TokenStream, item: TokenStream) -> TokenStream {

@@ -5,7 +5,6 @@ use proc_macro2::TokenStream;
 use quote::quote;
 use syn::{Attribute, Block, FnArg, Pat, ReturnType, Signature, Type, Visibility};
 
-use crate::args::Kind;
 use crate::expand::types::{async_trait_body, future_output, is_result};
 use crate::stack::Stack;
 
@@ -42,7 +41,7 @@ impl Guarded<'_> {
     /// call: a time limiter without a retry runs a future made once, which owns them (with a
     /// retry, each attempt clones them and the function keeps the originals).
     pub(crate) fn moves_arguments(&self) -> bool {
-        self.stack.has_wrapper() && self.stack.of(Kind::Retry).is_none()
+        self.stack.has_wrapper() && !self.stack.repeats()
     }
 
     /// Whether the arguments a fallback receives are cloned before the call: when the fallback

@@ -29,6 +29,12 @@ impl Stack {
         self.aspects.iter().find(|a| a.kind == kind)
     }
 
+    /// Whether the stack makes its call more than once (a retry, a hedge): the body is then a
+    /// closure made again per attempt, each attempt cloning the arguments taken by value.
+    pub(crate) fn repeats(&self) -> bool {
+        self.of(Kind::Retry).is_some() || self.of(Kind::Hedge).is_some()
+    }
+
     /// The expression of the call site's plan: in the `registry = path` given, else in the
     /// registry in scope or the global one.
     pub(crate) fn site_plan(&self) -> proc_macro2::TokenStream {

@@ -173,6 +173,14 @@ pub(crate) fn function<'a>(
         ));
     }
 
+    if matches!(shape, Shape::Sync) && stack.of(Kind::Hedge).is_some() {
+        errors.push(syn::Error::new_spanned(
+            sig.fn_token,
+            "`#[hedge]` runs attempts side by side, which a thread cannot: make the function \
+             `async`, or use `#[retry]` for a sync call",
+        ));
+    }
+
     let returns_result = is_result(&output);
     if !returns_result && stack.fallback.is_none() {
         let message = format!(

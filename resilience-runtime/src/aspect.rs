@@ -27,6 +27,9 @@ macro_rules! aspect_table {
             /// Re-running a failed call.
             Retry(Retry, RetryConfig, retries):
                 "retry", "retry", precedence 300;
+            /// Starting another attempt beside a slow one (async calls).
+            Hedge(Hedge, HedgeConfig, hedges):
+                "hedge", "hedge", precedence 350;
             /// Short-circuiting calls to a failing dependency.
             CircuitBreaker(CircuitBreaker, CircuitBreakerConfig, circuit_breakers):
                 "circuit_breaker", "circuit breaker", precedence 400;

@@ -55,6 +55,7 @@ pub mod document;
 mod error;
 pub mod fleet;
 mod gate;
+pub mod hedge;
 #[cfg(feature = "metrics")]
 mod metrics_export;
 mod name;
@@ -100,6 +101,7 @@ pub use clock::{Clock, ManualClock};
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub use document::{Changes, ConfigDocument, DocumentError};
 pub use error::{ConfigError, Rejected};
+pub use hedge::{Hedge, HedgeConfig, HedgeConfigBuilder, HedgeEvent, HedgeMetrics};
 pub use name::Name;
 pub use outcome::CallOutcome;
 pub use plan::{Guard, Plan, ReentrancyPolicy};
@@ -127,6 +129,9 @@ pub use resilience_macros::bulkhead;
 #[doc = include_str!("attributes/circuit_breaker.md")]
 #[doc(inline)]
 pub use resilience_macros::circuit_breaker;
+#[doc = include_str!("attributes/hedge.md")]
+#[doc(inline)]
+pub use resilience_macros::hedge;
 #[doc = include_str!("attributes/rate_limiter.md")]
 #[doc(inline)]
 pub use resilience_macros::rate_limiter;
@@ -260,7 +265,7 @@ pub mod __private {
 
     /// An argument a retried function takes by value: every `T: Clone`.
     #[diagnostic::on_unimplemented(
-        message = "`{Self}` is taken by value, and `#[retry]` runs the body again with a clone of it",
+        message = "`{Self}` is taken by value, and `#[retry]` or `#[hedge]` runs the body again with a clone of it",
         label = "not `Clone`: each attempt needs its own",
         note = "implement or derive `Clone` for `{Self}`, or take the argument by reference"
     )]

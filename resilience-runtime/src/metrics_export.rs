@@ -12,6 +12,7 @@ use crate::aspect::aspect_table;
 use crate::bulkhead::Bulkhead;
 use crate::circuit_breaker::durations::{BUCKET_LABELS, KINDS};
 use crate::circuit_breaker::{CircuitBreaker, CircuitState, SlidingWindow};
+use crate::hedge::Hedge;
 use crate::rate_limiter::RateLimiter;
 use crate::registry::{GuardInstance, Registry};
 use crate::retry::Retry;
@@ -396,6 +397,30 @@ impl Export for Retry {
                 "retry_over_budget",
                 named(name),
                 m.number_of_retries_over_budget(),
+            );
+        }
+    }
+}
+
+impl Export for Hedge {
+    fn export(&self, out: &Out<'_>) {
+        let hedge = self;
+        let name = hedge.name().as_str();
+        let m = hedge.metrics();
+        for (kind, value) in [
+            ("primary_success", m.primary_success_count()),
+            ("secondary_success", m.secondary_success_count()),
+            ("primary_failure", m.primary_failure_count()),
+            ("secondary_failure", m.secondary_failure_count()),
+        ] {
+            out.counter("hedge_calls", with(name, "kind", kind), value);
+        }
+        out.counter("hedge_attempts", named(name), m.number_of_hedged_attempts());
+        if hedge.config().budget().is_some() {
+            out.counter(
+                "hedge_over_budget",
+                named(name),
+                m.number_of_hedges_over_budget(),
             );
         }
     }

@@ -10,6 +10,7 @@ use crate::bulkhead::Bulkhead;
 use crate::circuit_breaker::CircuitBreaker;
 use crate::error::Rejected;
 use crate::gate::Gate;
+use crate::hedge::Hedge;
 use crate::name::Name;
 use crate::rate_limiter::RateLimiter;
 use crate::retry::Retry;
@@ -54,6 +55,11 @@ impl<'a> Guard<'a> {
     /// The time limiter `name`.
     pub const fn time_limiter(name: &'a str) -> Self {
         Guard::new(Aspect::TimeLimiter, name)
+    }
+
+    /// The hedge `name`.
+    pub const fn hedge(name: &'a str) -> Self {
+        Guard::new(Aspect::Hedge, name)
     }
 
     /// The circuit breaker `name`.
@@ -174,6 +180,8 @@ pub(crate) enum Wrapper {
     Retry(Arc<Retry>),
     /// Bounds the rest's duration (async calls).
     TimeLimiter(Arc<TimeLimiter>),
+    /// Runs the rest again beside a slow run (async calls).
+    Hedge(Arc<Hedge>),
 }
 
 /// Runs `$e` with `$w` bound to the instance of whichever wrapper kind `$wrapper` is (as
@@ -183,6 +191,7 @@ macro_rules! match_wrapper {
         match $wrapper {
             $crate::plan::Wrapper::Retry($w) => $e,
             $crate::plan::Wrapper::TimeLimiter($w) => $e,
+            $crate::plan::Wrapper::Hedge($w) => $e,
         }
     };
 }
@@ -197,6 +206,7 @@ impl Wrapper {
         match self {
             Wrapper::Retry(_) => Aspect::Retry,
             Wrapper::TimeLimiter(_) => Aspect::TimeLimiter,
+            Wrapper::Hedge(_) => Aspect::Hedge,
         }
     }
 
@@ -479,6 +489,12 @@ impl Plan {
         self.wrappers[..inner]
             .iter()
             .any(|(_, wrapper)| wrapper.bounds())
+    }
+
+    /// Whether a wrapper's runs overlap ([`Wrapper::overlaps`]: a hedge).
+    #[cold]
+    pub(crate) fn overlaps(&self) -> bool {
+        self.wrappers.iter().any(|(_, wrapper)| wrapper.overlaps())
     }
 
     /// The index of the first gate of segment `index` (the gates after wrapper `index - 1`).

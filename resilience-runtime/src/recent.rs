@@ -9,6 +9,7 @@ use std::time::SystemTime;
 use crate::aspect::Aspect;
 use crate::bulkhead::{Bulkhead, BulkheadEvent};
 use crate::circuit_breaker::{CircuitBreaker, CircuitBreakerEvent};
+use crate::hedge::{Hedge, HedgeEvent};
 use crate::name::Name;
 use crate::rate_limiter::{RateLimiter, RateLimiterEvent};
 use crate::retry::{Retry, RetryEvent};
@@ -166,6 +167,21 @@ impl Kept for TimeLimiterEvent {
     }
 }
 
+impl Kept for HedgeEvent {
+    fn kept(&self) -> Option<&'static str> {
+        match self {
+            HedgeEvent::SecondarySuccess { .. } => Some("secondary_success"),
+            HedgeEvent::PrimaryFailure { .. } => Some("primary_failure"),
+            HedgeEvent::SecondaryFailure { .. } => Some("secondary_failure"),
+            HedgeEvent::OverBudget { .. } => Some("over_budget"),
+            HedgeEvent::PrimarySuccess { .. } | HedgeEvent::Hedged { .. } => None,
+        }
+    }
+    fn instance(&self) -> &Name {
+        self.name()
+    }
+}
+
 /// The callback that keeps `aspect`'s events in `log`.
 fn keeper<E: Kept>(aspect: Aspect, log: &Arc<EventLog>) -> impl Fn(&E) + Send + Sync + 'static {
     let log = Arc::clone(log);
@@ -203,6 +219,7 @@ keep!(RateLimiter, RateLimiter);
 keep!(Retry, Retry);
 keep!(CircuitBreaker, CircuitBreaker);
 keep!(TimeLimiter, TimeLimiter);
+keep!(Hedge, Hedge);
 
 #[cfg(test)]
 mod tests {

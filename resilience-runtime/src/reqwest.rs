@@ -225,7 +225,16 @@ impl GuardMiddleware {
         let classify = move |result: &Sent| classify(result, refusals);
         let ended = if plan.has_wrappers() {
             // A retry sends the request again after what a time limiter counts as a failure.
-            run_wrapped_async(&plan, attempt, classify, failed, failed, retry_after).await
+            run_wrapped_async(
+                &plan,
+                attempt,
+                classify,
+                failed,
+                failed,
+                retry_after,
+                failed,
+            )
+            .await
         } else {
             let mut attempt = attempt;
             let mut guarded = GuardedCall::new();

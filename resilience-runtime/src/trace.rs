@@ -24,6 +24,7 @@ use crate::name::Name;
 
 use crate::bulkhead::{Bulkhead, BulkheadEvent};
 use crate::circuit_breaker::{CircuitBreaker, CircuitBreakerEvent};
+use crate::hedge::{Hedge, HedgeEvent};
 use crate::rate_limiter::{RateLimiter, RateLimiterEvent};
 use crate::retry::{Retry, RetryEvent};
 use crate::subscribers::Interest;
@@ -323,6 +324,43 @@ impl Forward for Retry {
                     "retry `{name}`: an error it does not retry"
                 );
             }
+        });
+    }
+}
+
+impl Forward for Hedge {
+    fn forward_events(&self, clock: &Clock) {
+        let over_budget = Throttle::new(clock);
+        let failed = Throttle::new(clock);
+        self.subscribe_with(Interest::Rare, move |event| match event {
+            HedgeEvent::OverBudget { name, attempt } => {
+                throttled_debug!(
+                    over_budget,
+                    "hedge",
+                    name,
+                    { attempt, },
+                    "hedge `{name}`: over its budget, no extra attempt"
+                );
+            }
+            HedgeEvent::PrimaryFailure { name } | HedgeEvent::SecondaryFailure { name, .. } => {
+                throttled_debug!(
+                    failed,
+                    "hedge",
+                    name,
+                    {},
+                    "hedge `{name}`: every attempt failed"
+                );
+            }
+            HedgeEvent::SecondarySuccess { name, attempt } => {
+                tracing::trace!(
+                    target: "resilience",
+                    aspect = "hedge",
+                    name = name.as_str(),
+                    attempt,
+                    "hedge `{name}`: an extra attempt answered first"
+                );
+            }
+            HedgeEvent::PrimarySuccess { .. } | HedgeEvent::Hedged { .. } => {}
         });
     }
 }

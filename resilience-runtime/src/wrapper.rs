@@ -12,6 +12,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::error::Rejected;
+use crate::hedge::Hedging;
 use crate::plan::Wrapper;
 use crate::retry::Attempts;
 use crate::time_limiter::Limiting;
@@ -28,6 +29,13 @@ pub(crate) trait Wrap {
 
     /// Whether the rest runs under a deadline ([`WrapCall::poll_expired`] may fire).
     fn bounds(&self) -> bool {
+        false
+    }
+
+    /// Whether the runs of the rest may overlap (a hedge's): the engine then runs each in a
+    /// lane of its own, asks [`WrapCall::poll_another`] when to start the next beside them, and
+    /// [`WrapCall::settle`] what each end means.
+    fn overlaps(&self) -> bool {
         false
     }
 
@@ -53,6 +61,25 @@ pub(crate) trait WrapCall<'w> {
     /// run the rest again after a wait.
     fn after(&mut self, ended: Ended, repeatable: bool) -> Next;
 
+    /// A wrapper that [overlaps](Wrap::overlaps): `Ready` when another run of the rest is to
+    /// start beside the running ones (counted as started); `Pending` until then, and forever
+    /// once no more may start. Polled while the runs are pending, from their first suspension.
+    fn poll_another(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let _ = cx;
+        Poll::Pending
+    }
+
+    /// A wrapper that [overlaps](Wrap::overlaps): run number `attempt` (1 for the first) ended
+    /// as `ended` while `others` runs go on: whether the call ends with it, starts another run
+    /// at once, or waits for the others. Asked of no other wrapper.
+    fn settle(&mut self, ended: Ended, attempt: u32, others: usize, repeatable: bool) -> Settle {
+        let _ = (attempt, others);
+        match self.after(ended, repeatable) {
+            Next::Stop => Settle::Ends,
+            Next::RetryAfter(_) => Settle::Another,
+        }
+    }
+
     /// Waits `wait` before the next run of the rest, asynchronously (borrowing the wrapper,
     /// not the call, so that an engine keeps the two side by side).
     fn sleep(&self, wait: Duration) -> Sleep<'w> {
@@ -76,6 +103,9 @@ pub(crate) struct Ended {
     /// The least wait before another run that a failure asks for itself (a server's
     /// `Retry-After`, through the caller's `retry_after`); `None` for any other end.
     pub(crate) retry_after: Option<Duration>,
+    /// Whether it failed in a way a hedge starts its next run for at once (an `Err` that
+    /// `hedge_on` accepts); `false` for a success and a refusal.
+    pub(crate) hedge_on: bool,
 }
 
 /// How one run of the rest ended, as a retry sees it.
@@ -102,6 +132,17 @@ pub(crate) enum Next {
     Stop,
     /// Wait this long, then make the next attempt.
     RetryAfter(Duration),
+}
+
+/// What a call through a wrapper whose runs overlap does when one run ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Settle {
+    /// End with this run's result: the other runs are dropped.
+    Ends,
+    /// Start another run now (counted as started); this run's result is dropped.
+    Another,
+    /// Drop this run's result and wait for the others.
+    Continue,
 }
 
 /// What a wrapper's deadline says when it fires.
@@ -133,6 +174,7 @@ impl Future for Sleep<'_> {
 pub(crate) enum WrapperCall<'w> {
     Retry(Attempts<'w>),
     TimeLimiter(Limiting<'w>),
+    Hedge(Hedging<'w>),
 }
 
 /// Runs `$e` with `$c` bound to the call of whichever kind `$call` is: static dispatch, one arm
@@ -142,6 +184,7 @@ macro_rules! match_wrapper_call {
         match $call {
             WrapperCall::Retry($c) => $e,
             WrapperCall::TimeLimiter($c) => $e,
+            WrapperCall::Hedge($c) => $e,
         }
     };
 }
@@ -150,6 +193,11 @@ impl Wrapper {
     /// See [`Wrap::quiet_success`].
     pub(crate) fn quiet_success(&self) -> bool {
         crate::plan::match_wrapper!(self, w => w.quiet_success())
+    }
+
+    /// See [`Wrap::overlaps`].
+    pub(crate) fn overlaps(&self) -> bool {
+        crate::plan::match_wrapper!(self, w => w.overlaps())
     }
 
     /// See [`Wrap::bounds`].
@@ -163,6 +211,7 @@ impl Wrapper {
         match self {
             Wrapper::Retry(retry) => WrapperCall::Retry(retry.begin(blocking)),
             Wrapper::TimeLimiter(limiter) => WrapperCall::TimeLimiter(limiter.begin(blocking)),
+            Wrapper::Hedge(hedge) => WrapperCall::Hedge(hedge.begin(blocking)),
         }
     }
 }
@@ -176,6 +225,16 @@ impl<'w> WrapCall<'w> for WrapperCall<'w> {
     #[inline]
     fn after(&mut self, ended: Ended, repeatable: bool) -> Next {
         match_wrapper_call!(self, c => WrapCall::after(c, ended, repeatable))
+    }
+
+    #[inline]
+    fn poll_another(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        match_wrapper_call!(self, c => c.poll_another(cx))
+    }
+
+    #[inline]
+    fn settle(&mut self, ended: Ended, attempt: u32, others: usize, repeatable: bool) -> Settle {
+        match_wrapper_call!(self, c => c.settle(ended, attempt, others, repeatable))
     }
 
     #[inline]

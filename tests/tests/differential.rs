@@ -44,7 +44,7 @@ use resilience_runtime::__reference as reference;
 use resilience_runtime::tower::{GuardError, GuardLayer};
 use resilience_runtime::{
     bulkhead, circuit_breaker, rate_limiter, retry, time_limiter, Aspect, BulkheadConfig,
-    CallOutcome, CircuitBreakerConfig, Guard, ManualClock, Plan, RateLimiterConfig,
+    CallOutcome, CircuitBreakerConfig, Guard, HedgeConfig, ManualClock, Plan, RateLimiterConfig,
     ReentrancyPolicy, Registry, Rejected, RetryConfig, SlidingWindow, TimeLimiterConfig,
 };
 use tower::{service_fn, Layer, ServiceExt};
@@ -152,7 +152,7 @@ impl Case {
     }
 
     fn has_wrappers(&self) -> bool {
-        self.has(Aspect::Retry) || self.has(Aspect::TimeLimiter)
+        self.has(Aspect::Retry) || self.has(Aspect::TimeLimiter) || self.has(Aspect::Hedge)
     }
 
     /// A registry of its own, on a manual clock, configured for the case.
@@ -239,6 +239,16 @@ impl Case {
                     .permitted_calls_in_half_open_state(1)
                     .record_rejections(self.record_rejections)
                     .record_call_durations(self.record_call_durations)
+                    .build()
+                    .unwrap(),
+            )
+            .unwrap();
+        registry
+            .configure_hedge(
+                NAME,
+                HedgeConfig::builder()
+                    .delay(ticks(self.timeout.saturating_sub(1) + shift))
+                    .max_hedged_attempts(self.max_attempts)
                     .build()
                     .unwrap(),
             )
@@ -421,6 +431,7 @@ fn observe(registry: &Registry) -> Vec<String> {
         format!("breaker: {:?} {:?}", breaker.state(), breaker.metrics()),
         format!("{:?}", registry.retry(NAME).metrics()),
         format!("{:?}", registry.time_limiter(NAME).metrics()),
+        format!("{:?}", registry.hedge(NAME).metrics()),
     ];
     seen.extend(registry.recent_events().iter().map(|e| {
         format!(
@@ -452,6 +463,7 @@ impl Events {
         registry.retry(NAME).subscribe(into!(self));
         registry.circuit_breaker(NAME).subscribe(into!(self));
         registry.time_limiter(NAME).subscribe(into!(self));
+        registry.hedge(NAME).subscribe(into!(self));
     }
 
     /// The events since the last call of `take`.
@@ -731,13 +743,14 @@ fn reference_async_of_result_once<'a>(
 
 fn reference_async_judged<'a>(case: &'a Case, plan: &'a Plan, body: &'a Body) -> CallFuture<'a> {
     // The macros make the body's future once when the stack has no retry.
-    let once = !case.has(Aspect::Retry);
+    let once = !case.has(Aspect::Retry) && !case.has(Aspect::Hedge);
     boxed(reference::run_judged_async(
         plan,
         || body.run_async(),
         classify3,
         is_err,
         |r| retry_on(r, is_retryable),
+        is_err,
         once,
     ))
 }
@@ -766,7 +779,7 @@ fn tower_service<'a>(case: &'a Case, _: &'a Plan, body: &'a Body) -> CallFuture<
     let classify: fn(&Result<u32, E>) -> CallOutcome = classify3;
     let guards = case.guards();
     boxed(async move {
-        let answered = if case.has(Aspect::Retry) {
+        let answered = if case.has(Aspect::Retry) || case.has(Aspect::Hedge) {
             let layer = GuardLayer::retrying(&guards).classifier(classify);
             layer.layer(inner).oneshot(()).await
         } else {
@@ -1002,7 +1015,9 @@ fn through_fallback(expected: &[Seen], fallback: Fallback) -> Vec<Seen> {
         .collect()
 }
 
-use Aspect::{Bulkhead as B, CircuitBreaker as C, RateLimiter as R, Retry as Y, TimeLimiter as T};
+use Aspect::{
+    Bulkhead as B, CircuitBreaker as C, Hedge as H, RateLimiter as R, Retry as Y, TimeLimiter as T,
+};
 
 /// The annotated function of a stack (its aspects in declaration order), sync.
 fn annotated_sync(guards: &[Aspect]) -> Option<SyncFn> {
@@ -1066,7 +1081,7 @@ fn macro_async<'a>(case: &'a Case, _: &'a Plan, body: &'a Body) -> CallFuture<'a
 
 // ----- the cases -----
 
-const ALL: [Aspect; 5] = [B, R, Y, C, T];
+const ALL: [Aspect; 6] = [B, R, Y, H, C, T];
 
 fn attempt_script(sync: bool) -> impl Strategy<Value = AttemptScript> {
     let ends = prop_oneof![
@@ -1119,7 +1134,7 @@ fn call_script(sync: bool) -> impl Strategy<Value = CallScript> {
 }
 
 fn case(sync: bool) -> impl Strategy<Value = Case> {
-    let guards = (1..32u32).prop_map(|bits| {
+    let guards = (1..64u32).prop_map(|bits| {
         ALL.iter()
             .enumerate()
             .filter(|(i, _)| bits & (1 << i) != 0)

@@ -193,7 +193,7 @@ impl Layout {
     /// The precedence table of the layout, outermost first: the defaults, but for the
     /// incident's breaker moved outside the bulkhead (50, below its 100) and Spring's order
     /// (numbers above every default, so that setting them one by one never ties).
-    pub fn precedence(self) -> [(Aspect, i32); 5] {
+    pub fn precedence(self) -> [(Aspect, i32); 6] {
         let default = |aspect: Aspect| (aspect, aspect.default_precedence());
         match self {
             Layout::Incident => [
@@ -201,6 +201,7 @@ impl Layout {
                 default(Aspect::Bulkhead),
                 default(Aspect::RateLimiter),
                 default(Aspect::Retry),
+                default(Aspect::Hedge),
                 default(Aspect::TimeLimiter),
             ],
             Layout::BulkheadFirst
@@ -216,6 +217,8 @@ impl Layout {
                 (Aspect::RateLimiter, 1030),
                 (Aspect::TimeLimiter, 1040),
                 (Aspect::Bulkhead, 1050),
+                // Spring has no hedge: innermost, around the call alone.
+                (Aspect::Hedge, 1060),
             ],
         }
     }

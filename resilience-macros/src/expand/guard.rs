@@ -173,7 +173,7 @@ pub(super) fn guard_fn(guarded: &Guarded<'_>, imports: &TokenStream) -> syn::Res
     // Under a retry every attempt binds its own copy of each argument, with the mutability
     // written (`let mut x = again(&x)`); the function's own bindings are only read, and keep
     // no `mut` (it would be reported unused).
-    let sig = if stack.of(Kind::Retry).is_some() {
+    let sig = if stack.repeats() {
         &without_binding_mut(sig)
     } else {
         sig

@@ -60,6 +60,14 @@ pub(super) fn wrapped_body(
         returns_result,
     } = parts;
     let retries = stack.of(Kind::Retry);
+    let hedge_on = match stack.of(Kind::Hedge).and_then(|h| h.hedge_on.as_ref()) {
+        Some(predicate) if *returns_result => {
+            let path = &predicate.path;
+            quote!(|#result| #private::retry_on(#result, |#error| #path(#error)))
+        }
+        None if *returns_result => quote!(#private::is_err),
+        Some(_) | None => quote!(|_| false),
+    };
     let (failed, retry_on, retry_after) = if *returns_result {
         let retry_on = match retries.and_then(|r| r.retry_on.as_ref()) {
             // Only the path carries the user's span, as for `ignore` / `record`.
@@ -89,7 +97,7 @@ pub(super) fn wrapped_body(
             quote!(#private::no_retry_after),
         )
     };
-    let run = match (body, retries.is_some()) {
+    let run = match (body, stack.repeats()) {
         (Body::Sync(stmts), _) => {
             let again = attempt_arguments(&private, sig, false)?;
             quote! {
@@ -113,6 +121,7 @@ pub(super) fn wrapped_body(
                     #failed,
                     #retry_on,
                     #retry_after,
+                    #hedge_on,
                 )
                 .await
             }

@@ -14,6 +14,7 @@ use crate::aspect::aspect_table;
 use crate::bulkhead::{AdaptiveSettings, Bulkhead};
 use crate::call_site::CallSite;
 use crate::circuit_breaker::{CircuitBreaker, SlidingWindow};
+use crate::hedge::Hedge;
 use crate::rate_limiter::RateLimiter;
 use crate::recent::RecentEvent;
 use crate::registry::{GuardInstance, Registry};
@@ -247,6 +248,7 @@ reported! {
     RateLimiter, "/ratelimiters", rate_limiter;
     Retry, "/retries", retry;
     CircuitBreaker, "/circuitbreakers", breaker;
+    Hedge, "/hedges", hedge;
     TimeLimiter, "/timelimiters", time_limiter;
 }
 
@@ -526,6 +528,29 @@ fn time_limiter(limiter: &TimeLimiter) -> Value {
         json!({
             "timeout_duration": duration(c.timeout_duration()),
             "cancel_running_future": c.cancel_running_future(),
+        }),
+    )
+}
+
+fn hedge(hedge: &Hedge) -> Value {
+    let m = hedge.metrics();
+    let c = hedge.config();
+    instance(
+        "hedge",
+        hedge.name(),
+        "ready",
+        json!({
+            "primary_success_calls": m.primary_success_count(),
+            "secondary_success_calls": m.secondary_success_count(),
+            "primary_failure_calls": m.primary_failure_count(),
+            "secondary_failure_calls": m.secondary_failure_count(),
+            "hedged_attempts": m.number_of_hedged_attempts(),
+            "hedges_over_budget": m.number_of_hedges_over_budget(),
+        }),
+        json!({
+            "delay": duration(c.delay()),
+            "max_hedged_attempts": c.max_hedged_attempts(),
+            "budget_ratio": c.budget().map(|b| b.ratio_value()),
         }),
     )
 }

@@ -71,6 +71,11 @@ pub(crate) trait Judge<R> {
         let _ = result;
         None
     }
+    /// Whether a hedge starts its next attempt at once for `result`, a failure: as a retry
+    /// retries it, unless the caller says (`hedge_on`).
+    fn hedge_on(&self, result: &R) -> bool {
+        self.attempted(result) == Attempted::Failed
+    }
     /// [`retry_after`](Self::retry_after) of a result a retry retries; `None` for any other
     /// (asked only off the success path).
     #[inline]
@@ -106,22 +111,29 @@ impl<R, C: Fn(&R) -> CallOutcome> Judge<R> for ByOutcome<C> {
 }
 
 /// The judge of a guarded function (the macros'): the breakers' classification (`ignore`,
-/// `record`), whether the result is an `Err`, whether the retry retries it (`retry_on`), and
-/// the least wait it asks for before the next attempt (`retry_after`).
-pub(crate) struct Judged<C, F, Q, W> {
+/// `record`), whether the result is an `Err`, whether the retry retries it (`retry_on`), the
+/// least wait it asks for before the next attempt (`retry_after`), and whether a hedge starts
+/// its next attempt for it (`hedge_on`).
+pub(crate) struct Judged<C, F, Q, W, H> {
     pub(crate) classify: C,
     pub(crate) failed: F,
     pub(crate) retry_on: Q,
     pub(crate) retry_after: W,
+    pub(crate) hedge_on: H,
 }
 
-impl<R, C, F, Q, W> Judge<R> for Judged<C, F, Q, W>
+impl<R, C, F, Q, W, H> Judge<R> for Judged<C, F, Q, W, H>
 where
     C: Fn(&R) -> CallOutcome,
     F: Fn(&R) -> bool,
     Q: Fn(&R) -> bool,
     W: Fn(&R) -> Option<Duration>,
+    H: Fn(&R) -> bool,
 {
+    #[inline]
+    fn hedge_on(&self, result: &R) -> bool {
+        (self.failed)(result) && (self.hedge_on)(result)
+    }
     #[inline]
     fn retry_after(&self, result: &R) -> Option<Duration> {
         (self.retry_after)(result)
@@ -186,6 +198,10 @@ pub(super) fn ended<R>(judge: &impl Judge<R>, result: &Result<R, Rejected>) -> E
         retry_after: match result {
             Ok(result) => judge.retry_after_failed(attempted, result),
             Err(_) => None,
+        },
+        hedge_on: match result {
+            Ok(result) => attempted != Attempted::Succeeded && judge.hedge_on(result),
+            Err(_) => false,
         },
     }
 }

@@ -70,6 +70,29 @@ impl<'a> Held<'a> {
         }
     }
 
+    /// The permits of one lane of a hedge (a run of the rest beside others), released in the
+    /// plan's `order`.
+    pub(crate) fn lane(order: GateOrder) -> Self {
+        let mut held = Held::new();
+        held.order = order;
+        held
+    }
+
+    /// Moves the permits of the gates `steps` into a [`lane`](Self::lane) of their own: those
+    /// of the first run of a hedge, which it took in the call's permits before the hedge had
+    /// another run beside it.
+    pub(crate) fn split_off(&mut self, steps: &[Step]) -> Held<'a> {
+        let mut lane = Held::lane(self.order);
+        for step in steps {
+            match step.kind() {
+                GateKind::Bulkhead => lane.bulkhead = self.bulkhead.take(),
+                GateKind::RateLimiter => lane.rate_limiter = self.rate_limiter.take(),
+                GateKind::CircuitBreaker => lane.breaker = self.breaker.take(),
+            }
+        }
+        lane
+    }
+
     /// Takes the release order of the plan whose gates the call enters.
     #[inline(always)]
     pub(crate) fn start(&mut self, order: GateOrder) {

@@ -320,11 +320,14 @@ pub fn run_wrapped<R>(
         failed,
         retry_on,
         retry_after,
+        // A sync call makes one attempt through a hedge.
+        hedge_on: |_: &R| false,
     };
     plan.run_wrapped(Repeat(call), &judge)
 }
 
-/// [`run_wrapped`] for an `async fn`: `call` makes the body's future once per attempt.
+/// [`run_wrapped`] for an `async fn`: `call` makes the body's future once per attempt;
+/// `hedge_on` says whether a hedge starts its next attempt at once for a failed result.
 #[doc(hidden)]
 pub async fn run_wrapped_async<R, F: Future<Output = R>>(
     plan: &Plan,
@@ -333,12 +336,14 @@ pub async fn run_wrapped_async<R, F: Future<Output = R>>(
     failed: impl Fn(&R) -> bool,
     retry_on: impl Fn(&R) -> bool,
     retry_after: impl Fn(&R) -> Option<std::time::Duration>,
+    hedge_on: impl Fn(&R) -> bool,
 ) -> Result<R, Rejected> {
     let judge = Judged {
         classify,
         failed,
         retry_on,
         retry_after,
+        hedge_on,
     };
     plan.run_wrapped_async(Repeat(&mut call), judge).await
 }
@@ -357,6 +362,7 @@ pub async fn run_wrapped_future<R, F: Future<Output = R>>(
         failed,
         retry_on: |_: &R| false,
         retry_after: |_: &R| None,
+        hedge_on: |_: &R| false,
     };
     plan.run_wrapped_async(OneShot(Some(move || call)), judge)
         .await

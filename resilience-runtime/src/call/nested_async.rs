@@ -20,11 +20,11 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use super::attempt::{ended, finish, Attempt, Judge};
-use super::chain::{drop_in_place, poll_in_place};
+use super::chain::{drop_in_place, on_chain, poll_in_place};
 use super::held::{Held, HeldSlot};
 use crate::error::Rejected;
 use crate::plan::{match_step, Plan};
-use crate::wrapper::{Expired, Next, Sleep, WrapCall, WrapperCall};
+use crate::wrapper::{Expired, Next, Settle, Sleep, WrapCall, WrapperCall};
 
 /// Where the nested model takes over an async call whose first attempt ran flat.
 pub(super) enum Resume<'a> {
@@ -54,8 +54,15 @@ struct Call<'c, 'a, A: Attempt, J> {
     held: &'c mut Held<'a>,
     attempt: &'c mut A,
     judge: &'c J,
-    /// The place of the call's future, for every attempt.
+    /// The place of the call's future, for every attempt (of a hedge's lanes, the one in
+    /// slot 0).
     slot: Pin<&'c mut Option<A::Output>>,
+    /// For a hedge's lane: the call's permits of the gates outside the hedge, linked on the
+    /// call chain around the lane's own.
+    outer: Option<&'c Held<'a>>,
+    /// The places of the futures of a hedge's lanes beyond slot 0 (lane slot `n` is
+    /// `spare[n - 1]`), made as a hedge first needs them.
+    spare: Vec<Pin<Box<Option<A::Output>>>>,
 }
 
 impl<'c, 'a, A, J> NestedRun<'c, 'a, A, J>
@@ -74,13 +81,15 @@ where
         resume: Resume<'a>,
     ) -> Self {
         NestedRun {
-            root: Level::resumed(plan, resume),
+            root: Level::resumed(plan, resume, held),
             call: Call {
                 plan,
                 held,
                 attempt,
                 judge,
                 slot,
+                outer: None,
+                spare: Vec::new(),
             },
         }
     }
@@ -106,14 +115,43 @@ impl<A: Attempt, J> Drop for NestedRun<'_, '_, A, J> {
     /// chain; then the levels (a gate's wait, a timer); then, with the call's [`Held`], the
     /// permits, recording nothing.
     fn drop(&mut self) {
+        self.root.cancel(&mut self.call);
         self.call.drop_call();
     }
 }
 
-impl<A: Attempt, J> Call<'_, '_, A, J> {
+impl<'a, A: Attempt, J> Call<'_, 'a, A, J> {
+    /// The call as `lane` runs it: its permits, its place for the future, the call's permits
+    /// outside the hedge around them.
+    fn lane<'l>(&'l mut self, slot: usize, held: &'l mut Held<'a>) -> Call<'l, 'a, A, J> {
+        let slot = match slot {
+            0 => self.slot.as_mut(),
+            n => {
+                if self.spare.len() < n {
+                    self.spare.resize_with(n, || Box::pin(None));
+                }
+                self.spare[n - 1].as_mut()
+            }
+        };
+        Call {
+            plan: self.plan,
+            held,
+            attempt: &mut *self.attempt,
+            judge: self.judge,
+            slot,
+            outer: Some(&*self.held),
+            spare: Vec::new(),
+        }
+    }
+
     /// Drops the call's future, if one is running, on the call chain.
     fn drop_call(&mut self) {
-        drop_in_place(Some(&*self.held), self.slot.as_mut());
+        match self.outer {
+            None => drop_in_place(Some(&*self.held), self.slot.as_mut()),
+            Some(outer) => on_chain(outer, || {
+                drop_in_place(Some(&*self.held), self.slot.as_mut());
+            }),
+        }
     }
 }
 
@@ -139,8 +177,27 @@ enum State<'a> {
         inner: Box<Level<'a>>,
         sleep: Option<Sleep<'a>>,
     },
+    /// The segment's gates are held, and its wrapper's runs overlap (a hedge): each run of
+    /// the level inside is a lane of its own, started as the wrapper (begun as `call`) says;
+    /// `next` is the number the next run gets.
+    Hedging {
+        call: WrapperCall<'a>,
+        lanes: Vec<Lane<'a>>,
+        next: u32,
+    },
     /// Ended, or cut off from outside.
     Ended,
+}
+
+/// One run of the rest inside a hedge, beside the others: its own permits of the gates
+/// inside the hedge, its own levels, its own place for the call's future.
+struct Lane<'a> {
+    /// The run's number (1 for the call's first).
+    attempt: u32,
+    /// Where its future is: 0 the call's own place, `n` the spare place `n - 1`.
+    slot: usize,
+    held: Held<'a>,
+    level: Level<'a>,
 }
 
 impl<'a> Level<'a> {
@@ -158,8 +215,11 @@ impl<'a> Level<'a> {
     /// The levels of a call taking over from its first attempt, as `resume` says; the
     /// outermost returned. The wrappers outside the resumption begin their call now: each
     /// saw nothing of the first attempt (it did not end).
+    ///
+    /// The first run of a hedge among them keeps its permits of the gates inside the hedge in
+    /// a lane of its own, split off `held`.
     #[cold]
-    fn resumed(plan: &'a Plan, resume: Resume<'a>) -> Self {
+    fn resumed(plan: &'a Plan, resume: Resume<'a>, held: &mut Held<'a>) -> Self {
         let (index, state) = match resume {
             Resume::EnterFrom(gate) if gate == plan.steps().len() => {
                 (plan.wrappers().len(), State::Calling)
@@ -171,6 +231,16 @@ impl<'a> Level<'a> {
                     wait: Some(wait),
                 };
                 (plan.segment_of(gate), state)
+            }
+            // The hedge's first run ended, and it asks for another at once: the lane it
+            // starts is its second run.
+            Resume::Again { index, call, .. } if plan.wrappers()[index].1.overlaps() => {
+                let state = State::Hedging {
+                    call,
+                    lanes: Vec::new(),
+                    next: 2,
+                };
+                (index, state)
             }
             Resume::Again { index, call, wait } => {
                 let state = State::Wrapping {
@@ -186,16 +256,46 @@ impl<'a> Level<'a> {
         };
         let mut level = Level { index, state };
         for (outer, (_, wrapper)) in plan.wrappers()[..index].iter().enumerate().rev() {
-            level = Level {
-                index: outer,
-                state: State::Wrapping {
-                    call: wrapper.begin(false),
+            let call = wrapper.begin(false);
+            let state = if wrapper.overlaps() {
+                let inside = plan.segment(outer + 1).gates.start;
+                State::Hedging {
+                    call,
+                    lanes: vec![Lane {
+                        attempt: 1,
+                        slot: 0,
+                        held: held.split_off(&plan.steps()[inside..]),
+                        level,
+                    }],
+                    next: 2,
+                }
+            } else {
+                State::Wrapping {
+                    call,
                     inner: Box::new(level),
                     sleep: None,
-                },
+                }
+            };
+            level = Level {
+                index: outer,
+                state,
             };
         }
         level
+    }
+
+    /// Drops every lane of a hedge in or inside this level, each as [`cancel_lane`] does:
+    /// the whole call dropped, or a wrapper outside cut it off.
+    fn cancel<A: Attempt, J>(&mut self, run: &mut Call<'_, 'a, A, J>) {
+        match &mut self.state {
+            State::Wrapping { inner, .. } => inner.cancel(run),
+            State::Hedging { lanes, .. } => {
+                for lane in lanes.drain(..) {
+                    cancel_lane(lane, run);
+                }
+            }
+            State::Entering { .. } | State::Calling | State::Ended => {}
+        }
     }
 
     /// Polls the segment: its entry, then the call or its wrapper around the level inside.
@@ -228,6 +328,11 @@ impl<'a> Level<'a> {
                         Ok(None) => {
                             self.state = match segment.wrapper {
                                 None => State::Calling,
+                                Some(wrapper) if wrapper.overlaps() => State::Hedging {
+                                    call: wrapper.begin(false),
+                                    lanes: vec![Lane::fresh(plan, self.index + 1, 1, 0)],
+                                    next: 2,
+                                },
                                 Some(wrapper) => State::Wrapping {
                                     call: wrapper.begin(false),
                                     inner: Box::new(Level::fresh(plan, self.index + 1)),
@@ -275,6 +380,16 @@ impl<'a> Level<'a> {
                         }
                     }
                 }
+                State::Hedging { call, lanes, next } => {
+                    if lanes.is_empty() {
+                        lanes.push(Lane::fresh(plan, self.index + 1, *next, free_slot(lanes)));
+                        *next += 1;
+                    }
+                    match poll_lanes(call, lanes, next, run, cx) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(result) => return self.end(run, &segment.gates, result),
+                    }
+                }
                 State::Ended => panic!("a guarded call's future was polled after it completed"),
             }
         }
@@ -315,19 +430,117 @@ where
             let call = self.attempt.attempt();
             self.slot.set(Some(call));
         }
-        poll_in_place(Some(&*self.held), self.slot.as_mut(), cx)
+        match self.outer {
+            None => poll_in_place(Some(&*self.held), self.slot.as_mut(), cx),
+            Some(outer) => on_chain(outer, || {
+                poll_in_place(Some(&*self.held), self.slot.as_mut(), cx)
+            }),
+        }
     }
 
     /// The wrapper of segment `index` cut the rest off: the call's future goes (on the chain),
     /// then the levels inside (a gate's wait, a timer), then the gates inside, recording
-    /// nothing, innermost first.
+    /// nothing, innermost first; a hedge's lanes inside go first, each the same way.
     #[cold]
     fn cut_off(&mut self, index: usize, inner: &mut Level<'a>) {
+        inner.cancel(self);
         self.drop_call();
         inner.state = State::Ended;
         let inside = self.plan.segment(index + 1).gates.start;
         self.held.abandon_segment(&self.plan.steps()[inside..]);
     }
+}
+
+impl<'a> Lane<'a> {
+    /// Run number `attempt` of the rest from segment `index`, its future in place `slot`.
+    fn fresh(plan: &Plan, index: usize, attempt: u32, slot: usize) -> Self {
+        Lane {
+            attempt,
+            slot,
+            held: Held::lane(plan.order()),
+            level: Level::fresh(plan, index),
+        }
+    }
+}
+
+/// The first place for a call's future that no lane in `lanes` uses.
+fn free_slot(lanes: &[Lane<'_>]) -> usize {
+    (0..=lanes.len())
+        .find(|slot| lanes.iter().all(|lane| lane.slot != *slot))
+        .unwrap_or(lanes.len())
+}
+
+/// Polls a hedge's lanes (begun as `call`) until one ends the call: each ready lane's end is
+/// settled by the hedge (the call ends with it, or another lane starts at once, or the others
+/// go on), and while all are pending the hedge says whether to start another beside them.
+fn poll_lanes<'a, A, J>(
+    call: &mut WrapperCall<'a>,
+    lanes: &mut Vec<Lane<'a>>,
+    next: &mut u32,
+    run: &mut Call<'_, 'a, A, J>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<<A::Output as Future>::Output, Rejected>>
+where
+    A: Attempt,
+    A::Output: Future,
+    J: Judge<<A::Output as Future>::Output>,
+{
+    let plan = run.plan;
+    loop {
+        let mut i = 0;
+        while i < lanes.len() {
+            let lane = &mut lanes[i];
+            let polled = lane
+                .level
+                .poll(&mut run.lane(lane.slot, &mut lane.held), cx);
+            let Poll::Ready(result) = polled else {
+                i += 1;
+                continue;
+            };
+            let lane = lanes.remove(i);
+            let repeatable = run.attempt.repeatable();
+            match call.settle(
+                ended(run.judge, &result),
+                lane.attempt,
+                lanes.len(),
+                repeatable,
+            ) {
+                Settle::Ends => {
+                    for loser in lanes.drain(..) {
+                        cancel_lane(loser, run);
+                    }
+                    return Poll::Ready(result);
+                }
+                Settle::Another => {
+                    let index = lane.level.index;
+                    drop(lane);
+                    lanes.push(Lane::fresh(plan, index, *next, free_slot(lanes)));
+                    *next += 1;
+                }
+                Settle::Continue => {}
+            }
+        }
+        // A call that cannot be made again (a future given as it is) makes no other run.
+        if !run.attempt.repeatable() {
+            return Poll::Pending;
+        }
+        match call.poll_another(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(()) => {
+                let index = lanes.first().map_or(0, |lane| lane.level.index);
+                lanes.push(Lane::fresh(plan, index, *next, free_slot(lanes)));
+                *next += 1;
+            }
+        }
+    }
+}
+
+/// A lane given up (another won, or the whole call went): its future goes first, on the
+/// chain; then its levels (a gate's wait, a timer); then its permits, recording nothing.
+fn cancel_lane<'a, A: Attempt, J>(mut lane: Lane<'a>, run: &mut Call<'_, 'a, A, J>) {
+    run.lane(lane.slot, &mut lane.held).drop_call();
+    lane.level.state = State::Ended;
+    lane.held.abandon();
 }
 
 /// A gate's asynchronous wait for a call, its kind erased: when the gate admits the call, its

@@ -28,7 +28,7 @@ use crate::error::Rejected;
 use crate::gate::Entry;
 use crate::outcome::CallOutcome;
 use crate::plan::{match_step, Layer, Plan, ReentrancyPolicy, Step};
-use crate::wrapper::{Expired, Next, WrapCall, WrapperCall};
+use crate::wrapper::{Expired, Next, Settle, WrapCall, WrapperCall};
 
 /// [`Plan::run`] (or, `once`, a call that can be made once), the reference way. Waits block
 /// the thread.
@@ -61,6 +61,7 @@ pub fn run_judged<R>(
         failed,
         retry_on,
         retry_after: |_: &R| None,
+        hedge_on: |_: &R| false,
     };
     start(plan, &mut Repeat(call), &judge)
 }
@@ -80,13 +81,16 @@ pub async fn run_async<R: Send, F: Future<Output = R> + Send>(
     }
 }
 
-/// [`run_judged`] for an `async fn` (`once`: its body's future made once).
+/// [`run_judged`] for an `async fn` (`once`: its body's future made once), with `hedge_on`
+/// for which failures a hedge starts its next attempt for at once.
+#[allow(clippy::too_many_arguments)] // the macros' judge, one closure per question
 pub async fn run_judged_async<R: Send, F: Future<Output = R> + Send>(
     plan: &Plan,
     mut call: impl FnMut() -> F + Send,
     classify: impl Fn(&R) -> CallOutcome + Sync,
     failed: impl Fn(&R) -> bool + Sync,
     retry_on: impl Fn(&R) -> bool + Sync,
+    hedge_on: impl Fn(&R) -> bool + Sync,
     once: bool,
 ) -> Result<R, Rejected> {
     let judge = Judged {
@@ -94,6 +98,7 @@ pub async fn run_judged_async<R: Send, F: Future<Output = R> + Send>(
         failed,
         retry_on,
         retry_after: |_: &R| None,
+        hedge_on,
     };
     if once {
         start_async(plan, &mut OneShot(Some(&mut call)), &judge).await
@@ -206,6 +211,9 @@ where
                 release(holding.held, step, judge, &result);
                 result
             }
+            Some(Layer::Wrapper(wrapper)) if wrapper.overlaps() => {
+                hedged(plan, index, held, attempt, judge, wrapper.begin(false)).await
+            }
             Some(Layer::Wrapper(wrapper)) => {
                 let mut call = wrapper.begin(false);
                 loop {
@@ -222,6 +230,105 @@ where
             }
         }
     })
+}
+
+/// The wrapper `index`, whose runs overlap (a hedge, begun as `call`): each run of the rest
+/// is a future of its own with permits of its own, polled with the call's permits `outer` on
+/// the call chain; the wrapper says when to start another, and what each end means.
+async fn hedged<'a, A, J>(
+    plan: &'a Plan,
+    index: usize,
+    outer: &Held<'a>,
+    attempt: &mut A,
+    judge: &J,
+    mut call: WrapperCall<'_>,
+) -> Result<<A::Output as Future>::Output, Rejected>
+where
+    A: Attempt + Send,
+    A::Output: Future + Send,
+    <A::Output as Future>::Output: Send,
+    J: Judge<<A::Output as Future>::Output> + Sync,
+{
+    type Run<'f, R> = Boxed<'f, (u32, Result<R, Rejected>)>;
+    /// The runs still going, dropped with the call's permits on the chain.
+    struct Runs<'h, 'a, 'f, R> {
+        outer: &'h Held<'a>,
+        runs: Vec<Run<'f, R>>,
+    }
+    impl<R> Drop for Runs<'_, '_, '_, R> {
+        fn drop(&mut self) {
+            let runs = &mut self.runs;
+            on_chain(self.outer, || runs.clear());
+        }
+    }
+    // The attempt's type erased: a lane's levels are then of one type whatever the nesting,
+    // where `SharedAttempt<A>` would instantiate them again inside each (without end).
+    let attempt: &mut (dyn Attempt<Output = A::Output> + Send) = attempt;
+    let shared = std::sync::Mutex::new(attempt);
+    let order = plan.order();
+    let run = |number: u32| -> Run<'_, _> {
+        let shared = &shared;
+        Box::pin(async move {
+            let mut held = Held::lane(order);
+            let mut attempt = SharedAttempt(shared);
+            let result = level_async(plan, index + 1, &mut held, &mut attempt, judge).await;
+            (number, result)
+        })
+    };
+    let mut runs = Runs {
+        outer,
+        runs: vec![run(1)],
+    };
+    let mut next = 2;
+    std::future::poll_fn(|cx| loop {
+        let mut i = 0;
+        while i < runs.runs.len() {
+            let polled = on_chain(outer, || runs.runs[i].as_mut().poll(cx));
+            let Poll::Ready((number, result)) = polled else {
+                i += 1;
+                continue;
+            };
+            drop(runs.runs.remove(i));
+            let repeatable = shared.lock().expect("not poisoned").repeatable();
+            let others = runs.runs.len();
+            match call.settle(ended(judge, &result), number, others, repeatable) {
+                Settle::Ends => {
+                    let losers = &mut runs.runs;
+                    on_chain(outer, || losers.clear());
+                    return Poll::Ready(result);
+                }
+                Settle::Another => {
+                    runs.runs.push(run(next));
+                    next += 1;
+                }
+                Settle::Continue => {}
+            }
+        }
+        if !shared.lock().expect("not poisoned").repeatable() {
+            return Poll::Pending;
+        }
+        match call.poll_another(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(()) => {
+                runs.runs.push(run(next));
+                next += 1;
+            }
+        }
+    })
+    .await
+}
+
+/// The call's way to make an attempt, shared by a hedge's runs.
+struct SharedAttempt<'s, 'a, O>(&'s std::sync::Mutex<&'a mut (dyn Attempt<Output = O> + Send)>);
+
+impl<O> Attempt for SharedAttempt<'_, '_, O> {
+    type Output = O;
+    fn attempt(&mut self) -> O {
+        self.0.lock().expect("not poisoned").attempt()
+    }
+    fn repeatable(&self) -> bool {
+        self.0.lock().expect("not poisoned").repeatable()
+    }
 }
 
 /// Runs `rest` under `call`'s deadline: cut off (dropped, so every level inside releases its

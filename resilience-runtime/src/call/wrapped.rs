@@ -145,6 +145,8 @@ impl Plan {
             attempted,
             failed: judge.failed(output),
             retry_after: judge.retry_after_failed(attempted, output),
+            // A sync call makes one attempt through a hedge.
+            hedge_on: false,
         };
         // A first attempt that succeeded may be seen by the wrappers before the gates record
         // it, in one pass (the common case), where no event can show the order; otherwise the

@@ -79,7 +79,8 @@ impl Plan {
         // the enum of them: a retry alone then polls no deadline and asks no time limiter's
         // question of the judge (the enum's dispatch cost the lone retry 12 ns a call,
         // nearly doubling it, and the lone time limiter 10: BENCHMARKS.md).
-        if let Some(wrapper) = self.lone_wrapper() {
+        // A lone hedge is not one: its runs overlap, which only the nested model keeps.
+        if let Some(wrapper) = self.lone_wrapper().filter(|w| !w.overlaps()) {
             return match_wrapper!(wrapper, w => Alone {
                 call: w.begin(false),
                 attempt,
@@ -139,7 +140,8 @@ impl Plan {
                     // A wrapper that bounds the rest outside another wrapper bounds the
                     // other's runs together: its deadline goes on across them, as the nested
                     // model keeps it. (Such a call allocates its timer anyway.)
-                    None if self.bounds_across_wrappers() => {
+                    // So does a hedge: its next run starts beside this one.
+                    None if self.bounds_across_wrappers() || self.overlaps() => {
                         Then::Resume(Box::new(Resume::EnterFrom(self.steps().len())))
                     }
                     // Otherwise the innermost wrapper is the one that may bound the attempt:

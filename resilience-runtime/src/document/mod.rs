@@ -27,8 +27,8 @@ use crate::name::Name;
 use crate::plan::ReentrancyPolicy;
 use keys::{settings, KeySeed, NameSeed, Table};
 use raw::{
-    BulkheadSettings, CircuitBreakerSettings, PrecedenceSettings, RateLimiterSettings,
-    RedisSettings, RetrySettings, TimeLimiterSettings,
+    BulkheadSettings, CircuitBreakerSettings, HedgeSettings, PrecedenceSettings,
+    RateLimiterSettings, RedisSettings, RetrySettings, TimeLimiterSettings,
 };
 
 settings! {
@@ -37,6 +37,7 @@ settings! {
         bulkhead: Section<BulkheadSettings>,
         rate_limiter: Section<RateLimiterSettings>,
         retry: Section<RetrySettings>,
+        hedge: Section<HedgeSettings>,
         circuit_breaker: Section<CircuitBreakerSettings>,
         time_limiter: Section<TimeLimiterSettings>,
         precedence: PrecedenceSettings,
@@ -150,6 +151,7 @@ kind!(BulkheadSettings, "the `[bulkhead]` table");
 kind!(RateLimiterSettings, "the `[rate_limiter]` table");
 kind!(RetrySettings, "the `[retry]` table");
 kind!(CircuitBreakerSettings, "the `[circuit_breaker]` table");
+kind!(HedgeSettings, "the `[hedge]` table");
 kind!(TimeLimiterSettings, "the `[time_limiter]` table");
 
 impl<'de, S: Deserialize<'de> + Kind> Deserialize<'de> for Section<S> {

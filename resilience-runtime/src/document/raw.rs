@@ -13,6 +13,7 @@ use crate::bulkhead::{AdaptiveLimit, BulkheadConfig, LimitAlgorithm};
 use crate::circuit_breaker::{CircuitBreakerConfig, CircuitState, WindowType};
 use crate::error::ConfigError;
 use crate::fleet::{Backend, FleetFallback};
+use crate::hedge::HedgeConfig;
 use crate::plan::ReentrancyPolicy;
 use crate::rate_limiter::RateLimiterConfig;
 use crate::retry::{RetryBudget, RetryConfig};
@@ -498,31 +499,14 @@ impl Settings for RetrySettings {
         if let Some(wait) = self.max_retry_after {
             b = b.max_retry_after(wait.0);
         }
-        match self.budget_ratio {
-            Some(ratio) => {
-                let mut budget = RetryBudget::ratio(ratio);
-                if let Some(n) = self.budget_min_retries_per_second {
-                    budget = budget.min_retries_per_second(n);
-                }
-                if let Some(Dur(window)) = self.budget_window {
-                    budget = budget.window(window);
-                }
-                b = b.budget(budget);
-            }
-            None => {
-                for key in ["budget_min_retries_per_second", "budget_window"] {
-                    if self.set_keys().contains(&key) {
-                        return Err(ConfigError::new(
-                            key,
-                            format!(
-                                "`{key}` takes effect only with `budget_ratio` (the retries \
-                                 allowed per first attempt) in the same table; add it, or \
-                                 remove `{key}`"
-                            ),
-                        ));
-                    }
-                }
-            }
+        if let Some(budget) = budget_of(
+            self.budget_ratio,
+            self.budget_min_retries_per_second,
+            self.budget_window,
+            &self.set_keys(),
+            "retries allowed per first attempt",
+        )? {
+            b = b.budget(budget);
         }
         b.build()
     }
@@ -728,6 +712,86 @@ impl Settings for CircuitBreakerSettings {
     }
 }
 
+/// The budget of a retry or hedge table (`budget_ratio`, `budget_min_retries_per_second`,
+/// `budget_window`), if it has one; `per` says what the ratio allows, for the error.
+fn budget_of(
+    ratio: Option<f64>,
+    min_per_second: Option<u32>,
+    window: Option<Dur>,
+    set_keys: &[&'static str],
+    per: &str,
+) -> Result<Option<RetryBudget>, ConfigError> {
+    let Some(ratio) = ratio else {
+        for key in ["budget_min_retries_per_second", "budget_window"] {
+            if set_keys.contains(&key) {
+                return Err(ConfigError::new(
+                    key,
+                    format!(
+                        "`{key}` takes effect only with `budget_ratio` (the {per}) in the same \
+                         table; add it, or remove `{key}`"
+                    ),
+                ));
+            }
+        }
+        return Ok(None);
+    };
+    let mut budget = RetryBudget::ratio(ratio);
+    if let Some(n) = min_per_second {
+        budget = budget.min_retries_per_second(n);
+    }
+    if let Some(Dur(window)) = window {
+        budget = budget.window(window);
+    }
+    Ok(Some(budget))
+}
+
+settings! {
+    /// `[hedge.configs.*]` and `[hedge.instances.*]`.
+    pub(crate) struct HedgeSettings ("hedge settings") {
+        base_config: String,
+        delay: Dur,
+        max_hedged_attempts: u32,
+        budget_ratio: f64,
+        budget_min_retries_per_second: u32,
+        budget_window: Dur,
+    }
+}
+
+impl Settings for HedgeSettings {
+    type Config = HedgeConfig;
+
+    fn build(&self) -> Result<HedgeConfig, ConfigError> {
+        let mut b = HedgeConfig::builder();
+        if let Some(base) = base_of(&self.base_config) {
+            b = b.base(base);
+        }
+        if let Some(Dur(d)) = self.delay {
+            b = b.delay(d);
+        }
+        if let Some(n) = self.max_hedged_attempts {
+            b = b.max_hedged_attempts(n);
+        }
+        if let Some(budget) = budget_of(
+            self.budget_ratio,
+            self.budget_min_retries_per_second,
+            self.budget_window,
+            &self.set_keys(),
+            "extra attempts allowed per call",
+        )? {
+            b = b.budget(budget);
+        }
+        b.build()
+    }
+
+    fn keys_of(field: &'static str) -> &'static [&'static str] {
+        match field {
+            "budget.ratio" => &["budget_ratio"],
+            "budget.window" => &["budget_window"],
+            _ => &[],
+        }
+    }
+}
+
 settings! {
     /// `[time_limiter.configs.*]` and `[time_limiter.instances.*]`.
     pub(crate) struct TimeLimiterSettings ("time limiter settings") {
@@ -761,6 +825,7 @@ settings! {
         bulkhead: i32,
         rate_limiter: i32,
         retry: i32,
+        hedge: i32,
         circuit_breaker: i32,
         time_limiter: i32,
     }
@@ -784,4 +849,5 @@ deserialize_through!(BulkheadConfig, BulkheadSettings);
 deserialize_through!(RateLimiterConfig, RateLimiterSettings);
 deserialize_through!(RetryConfig, RetrySettings);
 deserialize_through!(CircuitBreakerConfig, CircuitBreakerSettings);
+deserialize_through!(HedgeConfig, HedgeSettings);
 deserialize_through!(TimeLimiterConfig, TimeLimiterSettings);

@@ -11,14 +11,15 @@ use crate::bulkhead::{Bulkhead, BulkheadConfig};
 use crate::circuit_breaker::{CircuitBreaker, CircuitBreakerConfig};
 use crate::document::keys::SetKeys;
 use crate::document::raw::{
-    BulkheadSettings, CircuitBreakerSettings, PrecedenceSettings, RateLimiterSettings,
-    RetrySettings, Settings, TimeLimiterSettings,
+    BulkheadSettings, CircuitBreakerSettings, HedgeSettings, PrecedenceSettings,
+    RateLimiterSettings, RetrySettings, Settings, TimeLimiterSettings,
 };
 use crate::document::{
     Change, ChangeKind, Changes, ConfigDocument, DocumentError, DocumentSettings, Section, Setting,
 };
 use crate::error::ConfigError;
 use crate::fleet::Connection;
+use crate::hedge::{Hedge, HedgeConfig};
 use crate::name::Name;
 use crate::rate_limiter::{RateLimiter, RateLimiterConfig};
 use crate::retry::{Retry, RetryConfig};
@@ -229,6 +230,7 @@ documented! {
     Bulkhead, BulkheadSettings, bulkhead;
     RateLimiter, RateLimiterSettings, rate_limiter;
     Retry, RetrySettings, retry;
+    Hedge, HedgeSettings, hedge;
     CircuitBreaker, CircuitBreakerSettings, circuit_breaker;
     TimeLimiter, TimeLimiterSettings, time_limiter;
 }

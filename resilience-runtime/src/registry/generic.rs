@@ -11,6 +11,7 @@ use crate::bulkhead::{Bulkhead, BulkheadConfig};
 use crate::circuit_breaker::{CircuitBreaker, CircuitBreakerConfig};
 use crate::clock::Clock;
 use crate::error::ConfigError;
+use crate::hedge::{Hedge, HedgeConfig};
 use crate::name::Name;
 use crate::rate_limiter::{RateLimiter, RateLimiterConfig};
 use crate::retry::{Retry, RetryConfig};

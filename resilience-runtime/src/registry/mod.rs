@@ -535,6 +535,7 @@ impl Registry {
                 Aspect::TimeLimiter => {
                     plan.push_wrapper(Wrapper::TimeLimiter(self.time_limiter(name)));
                 }
+                Aspect::Hedge => plan.push_wrapper(Wrapper::Hedge(self.hedge(name))),
             }
         }
         // The generation was read before the instances: if the configuration changed in

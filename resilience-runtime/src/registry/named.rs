@@ -7,6 +7,7 @@ use super::Registry;
 use crate::bulkhead::{Bulkhead, BulkheadConfig};
 use crate::circuit_breaker::{CircuitBreaker, CircuitBreakerConfig};
 use crate::error::ConfigError;
+use crate::hedge::{Hedge, HedgeConfig};
 use crate::name::Name;
 use crate::rate_limiter::{RateLimiter, RateLimiterConfig};
 use crate::retry::{Retry, RetryConfig};
@@ -173,6 +174,45 @@ impl Registry {
     /// [`config`](Self::config) for a time limiter: the effective configuration of `name`.
     pub fn time_limiter_config(&self, name: &str) -> TimeLimiterConfig {
         self.config::<TimeLimiter>(name)
+    }
+
+    // ----- hedges -----
+
+    /// [`instance`](Self::instance) for a hedge: the hedge `name`, made on first use.
+    pub fn hedge(&self, name: &str) -> Arc<Hedge> {
+        self.instance(name)
+    }
+
+    /// [`configure`](Self::configure) for a hedge.
+    ///
+    /// # Errors
+    ///
+    /// As [`configure`](Self::configure).
+    pub fn configure_hedge(
+        &self,
+        name: impl Into<Name>,
+        config: HedgeConfig,
+    ) -> Result<(), ConfigError> {
+        self.configure::<Hedge>(name, config)
+    }
+
+    /// [`configure_default`](Self::configure_default) for a hedge.
+    ///
+    /// # Errors
+    ///
+    /// As [`configure_default`](Self::configure_default).
+    pub fn configure_default_hedge(&self, config: HedgeConfig) -> Result<(), ConfigError> {
+        self.configure_default::<Hedge>(config)
+    }
+
+    /// [`instances`](Self::instances) for hedges: every one made so far, sorted by name.
+    pub fn hedges(&self) -> Vec<Arc<Hedge>> {
+        self.instances()
+    }
+
+    /// [`config`](Self::config) for a hedge: the effective configuration of `name`.
+    pub fn hedge_config(&self, name: &str) -> HedgeConfig {
+        self.config::<Hedge>(name)
     }
 
     // ----- circuit breakers -----

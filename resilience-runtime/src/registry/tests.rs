@@ -438,6 +438,7 @@ fn precedence_defaults_put_the_bulkhead_outermost() {
             Aspect::Bulkhead,
             Aspect::RateLimiter,
             Aspect::Retry,
+            Aspect::Hedge,
             Aspect::CircuitBreaker,
             Aspect::TimeLimiter
         ]
@@ -522,6 +523,7 @@ fn a_plan_lists_its_wrappers_among_its_gates_in_precedence_order() {
     let plan = registry
         .plan(&[
             Guard::time_limiter("o"),
+            Guard::hedge("o"),
             Guard::circuit_breaker("o"),
             Guard::retry("o"),
             Guard::rate_limiter("o"),

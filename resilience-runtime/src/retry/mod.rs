@@ -13,7 +13,7 @@
 //! [`ManualClock`](crate::ManualClock) drives both in tests. Dropping an async call while it
 //! waits ends it: nothing more is counted.
 
-mod budget;
+pub(crate) mod budget;
 mod config;
 mod events;
 mod metrics;
