@@ -410,6 +410,20 @@ fn retry_sync_fn() -> syn::Result<()> {
     Ok(())
 }
 
+/// A hedge with `hedge_on` inside a bulkhead: the body is a closure made again per attempt
+/// (an argument taken by value cloned for each), and `hedge_on` reaches the runtime's judge.
+#[test]
+fn hedge_with_hedge_on() -> syn::Result<()> {
+    let file = snapshot!(Kind::Bulkhead, (name = "search"), {
+        #[hedge(name = "search", hedge_on = SearchError::is_unavailable)]
+        async fn search(query: Query) -> Result<Hits, SearchError> {
+            backend::search(&query).await
+        }
+    });
+    assert_guarded(&file);
+    Ok(())
+}
+
 /// A function that does not return a `Result`: a rejection goes to the fallback, which
 /// receives the same arguments and the rejection.
 #[test]

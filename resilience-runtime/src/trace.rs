@@ -348,7 +348,7 @@ impl Forward for Hedge {
                     "hedge",
                     name,
                     {},
-                    "hedge `{name}`: every attempt failed"
+                    "hedge `{name}`: the call ended with a failure"
                 );
             }
             HedgeEvent::SecondarySuccess { name, attempt } => {

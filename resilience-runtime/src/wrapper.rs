@@ -71,13 +71,11 @@ pub(crate) trait WrapCall<'w> {
 
     /// A wrapper that [overlaps](Wrap::overlaps): run number `attempt` (1 for the first) ended
     /// as `ended` while `others` runs go on: whether the call ends with it, starts another run
-    /// at once, or waits for the others. Asked of no other wrapper.
+    /// at once, or waits for the others. Asked of no other wrapper (the engine runs theirs one
+    /// at a time, and asks [`after`](Self::after)).
     fn settle(&mut self, ended: Ended, attempt: u32, others: usize, repeatable: bool) -> Settle {
-        let _ = (attempt, others);
-        match self.after(ended, repeatable) {
-            Next::Stop => Settle::Ends,
-            Next::RetryAfter(_) => Settle::Another,
-        }
+        let _ = (ended, attempt, others, repeatable);
+        unreachable!("the engine settles the runs of a wrapper that overlaps only")
     }
 
     /// Waits `wait` before the next run of the rest, asynchronously (borrowing the wrapper,
@@ -142,7 +140,7 @@ pub(crate) enum Settle {
     /// Start another run now (counted as started); this run's result is dropped.
     Another,
     /// Drop this run's result and wait for the others.
-    Continue,
+    Wait,
 }
 
 /// What a wrapper's deadline says when it fires.

@@ -43,7 +43,7 @@ use resilience_runtime::__private::{classify, is_err, retry_on};
 use resilience_runtime::__reference as reference;
 use resilience_runtime::tower::{GuardError, GuardLayer};
 use resilience_runtime::{
-    bulkhead, circuit_breaker, rate_limiter, retry, time_limiter, Aspect, BulkheadConfig,
+    bulkhead, circuit_breaker, hedge, rate_limiter, retry, time_limiter, Aspect, BulkheadConfig,
     CallOutcome, CircuitBreakerConfig, Guard, HedgeConfig, ManualClock, Plan, RateLimiterConfig,
     ReentrancyPolicy, Registry, Rejected, RetryConfig, SlidingWindow, TimeLimiterConfig,
 };
@@ -750,7 +750,7 @@ fn reference_async_judged<'a>(case: &'a Case, plan: &'a Plan, body: &'a Body) ->
         classify3,
         is_err,
         |r| retry_on(r, is_retryable),
-        is_err,
+        |r| retry_on(r, is_retryable),
         once,
     ))
 }
@@ -886,6 +886,16 @@ guarded!(
 guarded!(
     @async all_async,
     [bulkhead(name = "diff"), rate_limiter(name = "diff"), retry(name = "diff", retry_on = is_retryable), circuit_breaker(name = "diff", ignore = is_ignored, record = is_recorded), time_limiter(name = "diff")]
+);
+
+guarded!(@async h_async, [hedge(name = "diff", hedge_on = is_retryable)]);
+guarded!(
+    @async hc_async,
+    [hedge(name = "diff", hedge_on = is_retryable), circuit_breaker(name = "diff", ignore = is_ignored, record = is_recorded)]
+);
+guarded!(
+    @async six_async,
+    [bulkhead(name = "diff"), rate_limiter(name = "diff"), retry(name = "diff", retry_on = is_retryable), hedge(name = "diff", hedge_on = is_retryable), circuit_breaker(name = "diff", ignore = is_ignored, record = is_recorded), time_limiter(name = "diff")]
 );
 
 /// A fallback: the refusal as the function's own answer, told apart from a rejection.
@@ -1066,6 +1076,9 @@ async_fns! {
     [Y, T] => yt_async,
     [B, R, Y, C] => bryc_async,
     [B, R, Y, C, T] => all_async,
+    [H] => h_async,
+    [H, C] => hc_async,
+    [B, R, Y, H, C, T] => six_async,
 }
 
 fn macro_sync(case: &Case, _: &Plan, body: &Body) -> Out {
@@ -1427,6 +1440,17 @@ fn found_a_breaker_inside_a_time_limiter_reports_its_success_first() {
     quiet_scripted_panics();
     let case = found(&[C, T], &[(T, 10), (C, 20)], vec![call_ending(&[Ends::Ok])]);
     check_sync(&case);
+    check_async(&case);
+}
+
+#[test]
+fn found_a_hedge_around_a_time_limiter_on_a_layer_made_once() {
+    quiet_scripted_panics();
+    let case = found(
+        &[H, T],
+        &[(B, 10), (R, 20), (Y, 30), (H, 40), (C, 50), (T, 60)],
+        vec![call_ending(&[Ends::Fail])],
+    );
     check_async(&case);
 }
 

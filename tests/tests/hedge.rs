@@ -20,6 +20,8 @@ use tokio::sync::oneshot;
 enum SearchError {
     Busy,
     NotFound,
+    /// The attempt panics when it gets this answer.
+    Panic,
     Rejected(Rejected),
 }
 
@@ -36,6 +38,8 @@ type Answer = Result<u32, SearchError>;
 #[derive(Clone, Default)]
 struct Dependency {
     answers: Arc<Mutex<Vec<Option<oneshot::Sender<Answer>>>>>,
+    /// Answers given before the attempt is made: it answers at its first poll.
+    ready: Arc<Mutex<Vec<(usize, Answer)>>>,
     cancelled: Arc<AtomicU32>,
 }
 
@@ -59,15 +63,31 @@ impl Dependency {
     /// One attempt: waits for its answer.
     fn attempt(&self) -> impl Future<Output = Answer> + Send + 'static {
         let (send, receive) = oneshot::channel();
-        self.answers.lock().unwrap().push(Some(send));
+        let mut answers = self.answers.lock().unwrap();
+        answers.push(Some(send));
+        let n = answers.len();
+        let mut ready = self.ready.lock().unwrap();
+        if let Some(i) = ready.iter().position(|(at, _)| *at == n) {
+            let (_, answer) = ready.remove(i);
+            let send = answers[n - 1].take().expect("not answered yet");
+            let _ = send.send(answer);
+        }
         let mut guard = Cancelled(Arc::clone(&self.cancelled), false);
         async move {
             let answer = receive
                 .await
                 .expect("the test answers every attempt it keeps");
             guard.answered();
+            if answer == Err(SearchError::Panic) {
+                panic!("the attempt panics");
+            }
             answer
         }
+    }
+
+    /// Attempt `n` answers `answer` at its first poll.
+    fn answers_at_once(&self, n: usize, answer: Answer) {
+        self.ready.lock().unwrap().push((n, answer));
     }
 
     fn made(&self) -> usize {
@@ -446,4 +466,253 @@ fn the_attribute_hedges_on_the_errors_hedge_on_accepts_and_clones_arguments_per_
     let m = REGISTRY.hedge("macro").metrics();
     assert_eq!(m.primary_failure_count(), 1);
     assert_eq!(m.secondary_success_count(), 1);
+
+    // An error it refuses, from a later attempt, ends the call with the others still running.
+    let mut call = pin!(search(Query(100)));
+    assert!(poll(call.as_mut()).is_pending());
+    CLOCK.advance(Duration::from_millis(50));
+    assert!(poll(call.as_mut()).is_pending());
+    assert_eq!(DEPENDENCY.made(), 6);
+    DEPENDENCY.answer(6, Err(SearchError::NotFound));
+    assert_eq!(poll(call.as_mut()), Poll::Ready(Err(SearchError::NotFound)));
+    assert_eq!(DEPENDENCY.cancelled(), 2, "attempt 5 was dropped");
+    assert_eq!(
+        REGISTRY.hedge("macro").metrics().secondary_failure_count(),
+        1
+    );
+}
+
+#[test]
+fn a_first_attempt_that_fails_at_once_is_followed_by_the_next_in_its_place() {
+    let (registry, clock) = registry(hedge(50, 2));
+    let plan = registry.plan(&GUARDS).unwrap();
+    let dependency = Dependency::default();
+    dependency.answers_at_once(1, Err(SearchError::Busy));
+    let mut call = pin!(plan.call_async(|| dependency.attempt()));
+    assert!(poll(call.as_mut()).is_pending());
+    assert_eq!(dependency.made(), 2, "attempt 2 started at the first poll");
+    clock.advance(Duration::from_millis(50));
+    assert!(poll(call.as_mut()).is_pending());
+    assert_eq!(dependency.made(), 3, "attempt 3 after the delay");
+    dependency.answer(2, Ok(2));
+    assert_eq!(poll(call.as_mut()), Poll::Ready(Ok(2)));
+    let m = registry.hedge("search").metrics();
+    assert_eq!(
+        (m.secondary_success_count(), m.number_of_hedged_attempts()),
+        (1, 2)
+    );
+    assert_eq!(dependency.cancelled(), 1);
+    let breaker = registry.circuit_breaker("search").metrics();
+    assert_eq!(
+        (
+            breaker.number_of_failed_calls(),
+            breaker.number_of_successful_calls()
+        ),
+        (1, 1),
+        "the failure and the winner recorded, attempt 3 not"
+    );
+    assert_eq!(registry.bulkhead("search").available_concurrent_calls(), 10);
+}
+
+#[test]
+fn a_retry_outside_the_hedge_begins_it_again_for_each_of_its_attempts() {
+    let (registry, _clock) = registry(hedge(50, 1));
+    registry
+        .configure_retry(
+            "search",
+            resilience_runtime::RetryConfig::builder()
+                .max_attempts(2)
+                .wait_duration(Duration::ZERO)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    let plan = registry
+        .plan(&[Guard::retry("search"), Guard::hedge("search")])
+        .unwrap();
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&events);
+    registry
+        .hedge("search")
+        .subscribe(move |e: &HedgeEvent| sink.lock().unwrap().push(e.to_string()));
+    let dependency = Dependency::default();
+    dependency.answers_at_once(1, Err(SearchError::Busy));
+    dependency.answers_at_once(2, Err(SearchError::Busy));
+    let mut call = pin!(plan.call_async(|| dependency.attempt()));
+    assert!(poll(call.as_mut()).is_pending());
+    assert_eq!(
+        dependency.made(),
+        3,
+        "the retry's second attempt is the hedge's first again"
+    );
+    dependency.answer(3, Ok(9));
+    assert_eq!(poll(call.as_mut()), Poll::Ready(Ok(9)));
+    assert_eq!(
+        *events.lock().unwrap(),
+        [
+            "hedge `search`: attempt 2 started",
+            "hedge `search`: the call ended with attempt 2's failure",
+            "hedge `search`: the first attempt succeeded",
+        ]
+    );
+    let retry = registry.retry("search").metrics();
+    assert_eq!(retry.number_of_successful_calls_with_retry_attempt(), 1);
+}
+
+#[test]
+fn a_panic_in_one_attempt_releases_every_permit_and_counts_no_outcome() {
+    let (registry, clock) = registry(hedge(10, 1));
+    let plan = registry.plan(&GUARDS).unwrap();
+    let dependency = Dependency::default();
+    {
+        let mut call = pin!(plan.call_async(|| dependency.attempt()));
+        assert!(poll(call.as_mut()).is_pending());
+        clock.advance(Duration::from_millis(10));
+        assert!(poll(call.as_mut()).is_pending());
+        assert_eq!(dependency.made(), 2);
+        dependency.answer(2, Err(SearchError::Panic));
+        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = poll(call.as_mut());
+        }));
+        assert!(polled.is_err(), "the panic reaches the caller");
+    }
+    assert_eq!(registry.bulkhead("search").available_concurrent_calls(), 10);
+    let m = registry.hedge("search").metrics();
+    assert_eq!(
+        m.primary_success_count()
+            + m.secondary_success_count()
+            + m.primary_failure_count()
+            + m.secondary_failure_count(),
+        0
+    );
+    let breaker = registry.circuit_breaker("search").metrics();
+    assert_eq!(
+        breaker.number_of_buffered_calls(),
+        0,
+        "a panic records nothing"
+    );
+}
+
+/// A plan whose bulkhead of one permit is inside the hedge: each attempt asks it.
+fn bulkhead_inside(registry: &Registry) -> resilience_runtime::Plan {
+    registry
+        .configure_bulkhead(
+            "search",
+            BulkheadConfig::builder()
+                .max_concurrent_calls(1)
+                .max_wait_duration(Duration::from_secs(1))
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    registry.set_precedence(Aspect::Bulkhead, 380).unwrap();
+    registry.plan(&GUARDS).unwrap()
+}
+
+#[test]
+fn an_attempt_waiting_for_a_gate_inside_the_hedge_is_dropped_with_its_wait() {
+    let (registry, clock) = registry(hedge(10, 1));
+    let plan = bulkhead_inside(&registry);
+    let dependency = Dependency::default();
+    let mut call = pin!(plan.call_async(|| dependency.attempt()));
+    assert!(poll(call.as_mut()).is_pending());
+    clock.advance(Duration::from_millis(10));
+    assert!(poll(call.as_mut()).is_pending());
+    assert_eq!(
+        dependency.made(),
+        1,
+        "attempt 2 waits for the bulkhead attempt 1 holds"
+    );
+    assert_eq!(
+        registry
+            .hedge("search")
+            .metrics()
+            .number_of_hedged_attempts(),
+        1
+    );
+    dependency.answer(1, Ok(1));
+    assert_eq!(poll(call.as_mut()), Poll::Ready(Ok(1)));
+    // A wait left behind would have taken the permit attempt 1 gave back.
+    assert_eq!(registry.bulkhead("search").available_concurrent_calls(), 1);
+    assert_eq!(
+        registry.hedge("search").metrics().primary_success_count(),
+        1
+    );
+}
+
+#[test]
+fn a_future_given_once_makes_one_attempt_through_a_hedge() {
+    let (registry, clock) = registry(hedge(10, 1));
+    let plan = bulkhead_inside(&registry);
+    let bulkhead = registry.bulkhead("search");
+    let held = bulkhead.try_acquire().expect("a permit");
+    let dependency = Dependency::default();
+    let mut call = pin!(plan.call_future(dependency.attempt()));
+    assert!(
+        poll(call.as_mut()).is_pending(),
+        "it waits for the bulkhead"
+    );
+    clock.advance(Duration::from_millis(50));
+    assert!(poll(call.as_mut()).is_pending());
+    assert_eq!(
+        registry
+            .hedge("search")
+            .metrics()
+            .number_of_hedged_attempts(),
+        0
+    );
+    drop(held);
+    assert!(poll(call.as_mut()).is_pending());
+    dependency.answer(1, Ok(4));
+    assert_eq!(poll(call.as_mut()), Poll::Ready(Ok(4)));
+    assert_eq!(dependency.made(), 1);
+}
+
+#[test]
+fn a_zero_delay_starts_every_attempt_at_once() {
+    let (registry, _clock) = registry(hedge(0, 2));
+    let plan = registry.plan(&GUARDS).unwrap();
+    let dependency = Dependency::default();
+    let mut call = pin!(plan.call_async(|| dependency.attempt()));
+    assert!(poll(call.as_mut()).is_pending());
+    assert_eq!(dependency.made(), 3);
+    dependency.answer(3, Ok(3));
+    assert_eq!(poll(call.as_mut()), Poll::Ready(Ok(3)));
+    assert_eq!(dependency.cancelled(), 2);
+}
+
+#[test]
+fn the_losers_half_open_permits_are_given_back_unrecorded() {
+    let (registry, clock) = registry(hedge(10, 1));
+    registry
+        .configure_circuit_breaker(
+            "search",
+            CircuitBreakerConfig::builder()
+                .permitted_calls_in_half_open_state(2)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    let breaker = registry.circuit_breaker("search");
+    breaker.transition_to_open_state().unwrap();
+    breaker.transition_to_half_open_state().unwrap();
+    let plan = registry.plan(&GUARDS).unwrap();
+    let dependency = Dependency::default();
+    let mut call = pin!(plan.call_async(|| dependency.attempt()));
+    assert!(poll(call.as_mut()).is_pending());
+    clock.advance(Duration::from_millis(10));
+    assert!(poll(call.as_mut()).is_pending());
+    assert_eq!(
+        dependency.made(),
+        2,
+        "both attempts hold a half-open permit"
+    );
+    dependency.answer(2, Ok(2));
+    assert_eq!(poll(call.as_mut()), Poll::Ready(Ok(2)));
+    assert_eq!(breaker.metrics().number_of_successful_calls(), 1);
+    assert_eq!(breaker.metrics().number_of_buffered_calls(), 1);
+    // The loser's permit came back: one more trial call completes the half-open state.
+    let answered: Result<u32, SearchError> = plan.call(|| Ok(1));
+    assert_eq!(answered, Ok(1));
+    assert_eq!(breaker.state(), resilience_runtime::CircuitState::Closed);
 }

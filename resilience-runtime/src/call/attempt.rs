@@ -19,6 +19,11 @@ pub(crate) trait Attempt {
     fn attempt(&mut self) -> Self::Output;
     /// Whether the call can be made again.
     fn repeatable(&self) -> bool;
+    /// Whether the call is made once at most, made yet or not (a future given as it is): a
+    /// hedge starts no other run beside it.
+    fn once(&self) -> bool {
+        false
+    }
 }
 
 /// A call made again for each attempt. The sync entries hand it the call itself, not a `&mut`
@@ -53,6 +58,9 @@ impl<O, F: FnOnce() -> O> Attempt for OneShot<F> {
     }
     fn repeatable(&self) -> bool {
         self.0.is_some()
+    }
+    fn once(&self) -> bool {
+        true
     }
 }
 

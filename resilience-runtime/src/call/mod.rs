@@ -39,7 +39,8 @@ impl Plan {
     /// failure, which a retry in the plan retries; a rejection is returned as
     /// `E::from(rejected)`.
     ///
-    /// `call` is made once per attempt: once, unless the plan has a retry.
+    /// `call` is made once per attempt: once, unless the plan has a retry (a hedge makes no
+    /// second attempt of a sync call).
     pub fn call<T, E: From<Rejected>>(&self, call: impl FnMut() -> Result<T, E>) -> Result<T, E> {
         if self.has_wrappers() {
             let judge = ByOutcome(CallOutcome::of_result::<T, E>);
@@ -184,7 +185,8 @@ impl Plan {
 
     /// Runs the future `call` through the guards, as [`call_async`](Plan::call_async) does
     /// with a future made once: for a call that cannot be made again (one that moves what it
-    /// captured). A retry in the plan then makes one attempt: it has nothing to run again.
+    /// captured). A retry or a hedge in the plan then makes one attempt: it has nothing to run
+    /// again.
     ///
     /// ```
     /// use resilience_runtime::{Guard, Registry, Rejected};
@@ -221,8 +223,8 @@ impl Plan {
     }
 
     /// Runs the future `call` through the guards and classifies its output with `classify`,
-    /// as [`run_async`](Plan::run_async) does with a future made once (a retry in the plan
-    /// makes one attempt).
+    /// as [`run_async`](Plan::run_async) does with a future made once (a retry or a hedge in
+    /// the plan makes one attempt).
     pub async fn run_future<R, F>(
         &self,
         call: F,
@@ -348,8 +350,8 @@ pub async fn run_wrapped_async<R, F: Future<Output = R>>(
     plan.run_wrapped_async(Repeat(&mut call), judge).await
 }
 
-/// [`run_wrapped_async`] with the body's future made once: a stack with a time limiter and
-/// no retry, whose body keeps its arguments by value.
+/// [`run_wrapped_async`] with the body's future made once: a stack with a time limiter, no
+/// retry and no hedge, whose body keeps its arguments by value.
 #[doc(hidden)]
 pub async fn run_wrapped_future<R, F: Future<Output = R>>(
     plan: &Plan,

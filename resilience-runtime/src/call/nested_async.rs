@@ -168,8 +168,10 @@ enum State<'a> {
         from: usize,
         wait: Option<Waiting<'a>>,
     },
-    /// The segment's gates are held, and it is the last: the call runs.
-    Calling,
+    /// The segment's gates are held, and it is the last: the call runs. `polled`: its future
+    /// was polled just now, as the nested model took over (not polled again in the same poll
+    /// of the task: a hedge's timer would otherwise start a poll later than the reference's).
+    Calling { polled: bool },
     /// The segment's gates are held: its wrapper (begun as `call`) runs the level `inner`,
     /// after `sleep` if it is waiting to run it again.
     Wrapping {
@@ -178,22 +180,28 @@ enum State<'a> {
         sleep: Option<Sleep<'a>>,
     },
     /// The segment's gates are held, and its wrapper's runs overlap (a hedge): each run of
-    /// the level inside is a lane of its own, started as the wrapper (begun as `call`) says;
-    /// `next` is the number the next run gets.
+    /// the level inside is a lane of its own, started as the wrapper (begun as `call`) says.
     Hedging {
         call: WrapperCall<'a>,
-        lanes: Vec<Lane<'a>>,
-        next: u32,
+        lanes: Lanes<'a>,
     },
     /// Ended, or cut off from outside.
     Ended,
+}
+
+/// The runs of a hedge's call still going, and the number the next one gets.
+struct Lanes<'a> {
+    running: Vec<Lane<'a>>,
+    next: u32,
+    /// The segment each run starts from (the one after the hedge's).
+    inside: usize,
 }
 
 /// One run of the rest inside a hedge, beside the others: its own permits of the gates
 /// inside the hedge, its own levels, its own place for the call's future.
 struct Lane<'a> {
     /// The run's number (1 for the call's first).
-    attempt: u32,
+    number: u32,
     /// Where its future is: 0 the call's own place, `n` the spare place `n - 1`.
     slot: usize,
     held: Held<'a>,
@@ -222,7 +230,7 @@ impl<'a> Level<'a> {
     fn resumed(plan: &'a Plan, resume: Resume<'a>, held: &mut Held<'a>) -> Self {
         let (index, state) = match resume {
             Resume::EnterFrom(gate) if gate == plan.steps().len() => {
-                (plan.wrappers().len(), State::Calling)
+                (plan.wrappers().len(), State::Calling { polled: true })
             }
             Resume::EnterFrom(gate) => {
                 let wait = match_step!(&plan.steps()[gate], g => wait_for(&**g));
@@ -232,15 +240,16 @@ impl<'a> Level<'a> {
                 };
                 (plan.segment_of(gate), state)
             }
-            // The hedge's first run ended, and it asks for another at once: the lane it
-            // starts is its second run.
+            // The hedge's first run ended, and it asked for another at once (counted it as
+            // started): its second run, in the place of the first.
             Resume::Again { index, call, .. } if plan.wrappers()[index].1.overlaps() => {
-                let state = State::Hedging {
-                    call,
-                    lanes: Vec::new(),
+                let mut lanes = Lanes {
+                    running: Vec::new(),
                     next: 2,
+                    inside: index + 1,
                 };
-                (index, state)
+                lanes.start(plan);
+                (index, State::Hedging { call, lanes })
             }
             Resume::Again { index, call, wait } => {
                 let state = State::Wrapping {
@@ -259,15 +268,19 @@ impl<'a> Level<'a> {
             let call = wrapper.begin(false);
             let state = if wrapper.overlaps() {
                 let inside = plan.segment(outer + 1).gates.start;
+                let first = Lane {
+                    number: 1,
+                    slot: 0,
+                    held: held.split_off(&plan.steps()[inside..]),
+                    level,
+                };
                 State::Hedging {
                     call,
-                    lanes: vec![Lane {
-                        attempt: 1,
-                        slot: 0,
-                        held: held.split_off(&plan.steps()[inside..]),
-                        level,
-                    }],
-                    next: 2,
+                    lanes: Lanes {
+                        running: vec![first],
+                        next: 2,
+                        inside: outer + 1,
+                    },
                 }
             } else {
                 State::Wrapping {
@@ -290,11 +303,11 @@ impl<'a> Level<'a> {
         match &mut self.state {
             State::Wrapping { inner, .. } => inner.cancel(run),
             State::Hedging { lanes, .. } => {
-                for lane in lanes.drain(..) {
+                for lane in lanes.running.drain(..) {
                     cancel_lane(lane, run);
                 }
             }
-            State::Entering { .. } | State::Calling | State::Ended => {}
+            State::Entering { .. } | State::Calling { .. } | State::Ended => {}
         }
     }
 
@@ -327,12 +340,19 @@ impl<'a> Level<'a> {
                     match plan.enter_segment_now(*from, segment.gates.clone(), run.held) {
                         Ok(None) => {
                             self.state = match segment.wrapper {
-                                None => State::Calling,
-                                Some(wrapper) if wrapper.overlaps() => State::Hedging {
-                                    call: wrapper.begin(false),
-                                    lanes: vec![Lane::fresh(plan, self.index + 1, 1, 0)],
-                                    next: 2,
-                                },
+                                None => State::Calling { polled: false },
+                                Some(wrapper) if wrapper.overlaps() => {
+                                    let mut lanes = Lanes {
+                                        running: Vec::new(),
+                                        next: 1,
+                                        inside: self.index + 1,
+                                    };
+                                    lanes.start(plan);
+                                    State::Hedging {
+                                        call: wrapper.begin(false),
+                                        lanes,
+                                    }
+                                }
                                 Some(wrapper) => State::Wrapping {
                                     call: wrapper.begin(false),
                                     inner: Box::new(Level::fresh(plan, self.index + 1)),
@@ -351,7 +371,10 @@ impl<'a> Level<'a> {
                         }
                     }
                 }
-                State::Calling => {
+                State::Calling { polled } => {
+                    if std::mem::take(polled) {
+                        return Poll::Pending;
+                    }
                     let output = ready!(run.poll_call(cx));
                     return self.end(run, &segment.gates, Ok(output));
                 }
@@ -380,16 +403,10 @@ impl<'a> Level<'a> {
                         }
                     }
                 }
-                State::Hedging { call, lanes, next } => {
-                    if lanes.is_empty() {
-                        lanes.push(Lane::fresh(plan, self.index + 1, *next, free_slot(lanes)));
-                        *next += 1;
-                    }
-                    match poll_lanes(call, lanes, next, run, cx) {
-                        Poll::Pending => return Poll::Pending,
-                        Poll::Ready(result) => return self.end(run, &segment.gates, result),
-                    }
-                }
+                State::Hedging { call, lanes } => match lanes.poll(call, run, cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(result) => return self.end(run, &segment.gates, result),
+                },
                 State::Ended => panic!("a guarded call's future was polled after it completed"),
             }
         }
@@ -451,86 +468,75 @@ where
     }
 }
 
-impl<'a> Lane<'a> {
-    /// Run number `attempt` of the rest from segment `index`, its future in place `slot`.
-    fn fresh(plan: &Plan, index: usize, attempt: u32, slot: usize) -> Self {
-        Lane {
-            attempt,
+impl<'a> Lanes<'a> {
+    /// Starts the next run, in the first place for a call's future no running lane uses.
+    fn start(&mut self, plan: &Plan) {
+        let running = &self.running;
+        let slot = (0..=running.len())
+            .find(|slot| running.iter().all(|lane| lane.slot != *slot))
+            .unwrap_or(running.len());
+        self.running.push(Lane {
+            number: self.next,
             slot,
             held: Held::lane(plan.order()),
-            level: Level::fresh(plan, index),
-        }
+            level: Level::fresh(plan, self.inside),
+        });
+        self.next += 1;
     }
-}
 
-/// The first place for a call's future that no lane in `lanes` uses.
-fn free_slot(lanes: &[Lane<'_>]) -> usize {
-    (0..=lanes.len())
-        .find(|slot| lanes.iter().all(|lane| lane.slot != *slot))
-        .unwrap_or(lanes.len())
-}
-
-/// Polls a hedge's lanes (begun as `call`) until one ends the call: each ready lane's end is
-/// settled by the hedge (the call ends with it, or another lane starts at once, or the others
-/// go on), and while all are pending the hedge says whether to start another beside them.
-fn poll_lanes<'a, A, J>(
-    call: &mut WrapperCall<'a>,
-    lanes: &mut Vec<Lane<'a>>,
-    next: &mut u32,
-    run: &mut Call<'_, 'a, A, J>,
-    cx: &mut Context<'_>,
-) -> Poll<Result<<A::Output as Future>::Output, Rejected>>
-where
-    A: Attempt,
-    A::Output: Future,
-    J: Judge<<A::Output as Future>::Output>,
-{
-    let plan = run.plan;
-    loop {
-        let mut i = 0;
-        while i < lanes.len() {
-            let lane = &mut lanes[i];
-            let polled = lane
-                .level
-                .poll(&mut run.lane(lane.slot, &mut lane.held), cx);
-            let Poll::Ready(result) = polled else {
-                i += 1;
-                continue;
-            };
-            let lane = lanes.remove(i);
-            let repeatable = run.attempt.repeatable();
-            match call.settle(
-                ended(run.judge, &result),
-                lane.attempt,
-                lanes.len(),
-                repeatable,
-            ) {
-                Settle::Ends => {
-                    for loser in lanes.drain(..) {
-                        cancel_lane(loser, run);
+    /// Polls the runs (of the hedge's call `call`) until one ends the call: each ready run's
+    /// end is settled by the hedge (the call ends with it, another run starts at once, or the
+    /// others go on), and while all are pending the hedge says whether to start another.
+    fn poll<A, J>(
+        &mut self,
+        call: &mut WrapperCall<'a>,
+        run: &mut Call<'_, 'a, A, J>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<<A::Output as Future>::Output, Rejected>>
+    where
+        A: Attempt,
+        A::Output: Future,
+        J: Judge<<A::Output as Future>::Output>,
+    {
+        let plan = run.plan;
+        loop {
+            debug_assert!(
+                !self.running.is_empty(),
+                "a hedge's call runs until it ends"
+            );
+            let mut i = 0;
+            while i < self.running.len() {
+                let lane = &mut self.running[i];
+                let polled = lane
+                    .level
+                    .poll(&mut run.lane(lane.slot, &mut lane.held), cx);
+                let Poll::Ready(result) = polled else {
+                    i += 1;
+                    continue;
+                };
+                let lane = self.running.remove(i);
+                let others = self.running.len();
+                let repeatable = run.attempt.repeatable();
+                match call.settle(ended(run.judge, &result), lane.number, others, repeatable) {
+                    Settle::Ends => {
+                        for loser in self.running.drain(..) {
+                            cancel_lane(loser, run);
+                        }
+                        return Poll::Ready(result);
                     }
-                    return Poll::Ready(result);
+                    Settle::Another => {
+                        drop(lane);
+                        self.start(plan);
+                    }
+                    Settle::Wait => {}
                 }
-                Settle::Another => {
-                    let index = lane.level.index;
-                    drop(lane);
-                    lanes.push(Lane::fresh(plan, index, *next, free_slot(lanes)));
-                    *next += 1;
-                }
-                Settle::Continue => {}
             }
-        }
-        // A call that cannot be made again (a future given as it is) makes no other run.
-        if !run.attempt.repeatable() {
-            return Poll::Pending;
-        }
-        match call.poll_another(cx) {
-            Poll::Pending => return Poll::Pending,
-            Poll::Ready(()) => {
-                let index = lanes.first().map_or(0, |lane| lane.level.index);
-                lanes.push(Lane::fresh(plan, index, *next, free_slot(lanes)));
-                *next += 1;
+            // A call made once at most (a future given as it is) runs alone.
+            if run.attempt.once() {
+                return Poll::Pending;
             }
+            ready!(call.poll_another(cx));
+            self.start(plan);
         }
     }
 }

@@ -301,10 +301,10 @@ where
                     runs.runs.push(run(next));
                     next += 1;
                 }
-                Settle::Continue => {}
+                Settle::Wait => {}
             }
         }
-        if !shared.lock().expect("not poisoned").repeatable() {
+        if shared.lock().expect("not poisoned").once() {
             return Poll::Pending;
         }
         match call.poll_another(cx) {
@@ -328,6 +328,9 @@ impl<O> Attempt for SharedAttempt<'_, '_, O> {
     }
     fn repeatable(&self) -> bool {
         self.0.lock().expect("not poisoned").repeatable()
+    }
+    fn once(&self) -> bool {
+        self.0.lock().expect("not poisoned").once()
     }
 }
 

@@ -501,7 +501,10 @@ impl Settings for RetrySettings {
         }
         if let Some(budget) = budget_of(
             self.budget_ratio,
-            self.budget_min_retries_per_second,
+            (
+                "budget_min_retries_per_second",
+                self.budget_min_retries_per_second,
+            ),
             self.budget_window,
             &self.set_keys(),
             "retries allowed per first attempt",
@@ -712,17 +715,18 @@ impl Settings for CircuitBreakerSettings {
     }
 }
 
-/// The budget of a retry or hedge table (`budget_ratio`, `budget_min_retries_per_second`,
-/// `budget_window`), if it has one; `per` says what the ratio allows, for the error.
+/// The budget of a retry or hedge table (`budget_ratio`, the floor per second under the key
+/// `min_key`, `budget_window`), if it has one; `per` says what the ratio allows, for the
+/// error.
 fn budget_of(
     ratio: Option<f64>,
-    min_per_second: Option<u32>,
+    (min_key, min_per_second): (&'static str, Option<u32>),
     window: Option<Dur>,
     set_keys: &[&'static str],
     per: &str,
 ) -> Result<Option<RetryBudget>, ConfigError> {
     let Some(ratio) = ratio else {
-        for key in ["budget_min_retries_per_second", "budget_window"] {
+        for key in [min_key, "budget_window"] {
             if set_keys.contains(&key) {
                 return Err(ConfigError::new(
                     key,
@@ -752,7 +756,7 @@ settings! {
         delay: Dur,
         max_hedged_attempts: u32,
         budget_ratio: f64,
-        budget_min_retries_per_second: u32,
+        budget_min_hedges_per_second: u32,
         budget_window: Dur,
     }
 }
@@ -773,7 +777,10 @@ impl Settings for HedgeSettings {
         }
         if let Some(budget) = budget_of(
             self.budget_ratio,
-            self.budget_min_retries_per_second,
+            (
+                "budget_min_hedges_per_second",
+                self.budget_min_hedges_per_second,
+            ),
             self.budget_window,
             &self.set_keys(),
             "extra attempts allowed per call",

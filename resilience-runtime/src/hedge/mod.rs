@@ -51,11 +51,16 @@ use crate::wrapper::{Attempted, Ended, Next, Settle, Wrap, WrapCall};
 /// Which outcomes start the next attempt at once rather than end the call: a failure (for the
 /// macros, an `Err` that `hedge_on` accepts, every `Err` without it) and a time-out of a time
 /// limiter inside the hedge. A refusal by a guard inside it (an open breaker) ends the call
-/// only when no other attempt is running. When every attempt fails, the call ends with the
-/// last one's outcome.
+/// only when no other attempt is running, and is then counted as the call's failure (the
+/// hedge's four outcomes have no other place for it; a breaker outside still does not record
+/// it). When every attempt fails, the call ends with the last one's outcome.
 ///
-/// Cost: a call whose first attempt answers at its first poll reads no clock, takes no lock,
-/// allocates nothing; it counts itself (one atomic add). A call that waits arms one timer.
+/// A budget counts every entry into the hedge as a call: each attempt of a retry outside it
+/// is one. A sync call, which cannot hedge, counts nothing.
+///
+/// Cost: a call whose first attempt answers at its first poll takes no lock and allocates
+/// nothing; it counts itself (one atomic add), and, with a budget, reads the clock once to
+/// count itself against it. A call that waits arms one timer (boxed).
 ///
 /// ```
 /// use std::time::Duration;
@@ -148,8 +153,9 @@ impl Hedge {
     }
 
     /// Changes the configuration in place: the instance, its subscribers and its counters
-    /// stay. A call in progress reads the delay and the number of attempts when it arms its
-    /// next one. A budget keeps what its window has seen while the window stays the same.
+    /// stay. A call in progress keeps the number of attempts it read when it first waited or
+    /// failed, and reads the delay each time it arms its next attempt. A budget keeps what its
+    /// window has seen while the window stays the same.
     pub fn reconfigure(&self, config: HedgeConfig) {
         let current = self.budget.load_full();
         if current.as_deref().map(Budget::settings) != config.budget() {
@@ -350,10 +356,11 @@ enum Phase {
 impl Wrap for Hedge {
     type Call<'w> = Hedging<'w>;
 
-    /// A sync call (`blocking`) makes one attempt: a thread cannot run two at once.
+    /// A sync call (`blocking`) makes one attempt: a thread cannot run two at once, and it
+    /// counts nothing against the budget (it can spend none of it).
     #[inline]
     fn begin(&self, blocking: bool) -> Hedging<'_> {
-        if self.has_budget.load(Ordering::Relaxed) {
+        if !blocking && self.has_budget.load(Ordering::Relaxed) {
             self.deposit();
         }
         Hedging {
@@ -372,18 +379,29 @@ impl Wrap for Hedge {
 }
 
 impl Hedging<'_> {
-    /// Arms the timer of the next attempt, `delay` from now, if one may start.
-    #[cold]
-    fn arm(&mut self) {
-        let hedge = self.hedge;
-        if self.phase == Phase::Idle {
-            self.most = 1 + hedge.config.load().max_hedged_attempts();
+    /// Whether one more attempt may start, as far as the call's own count goes: the most it
+    /// may make is read once, when it first asks. Once `Done`, it stays done.
+    fn may_start(&mut self) -> bool {
+        match self.phase {
+            Phase::Done => return false,
+            Phase::Idle => self.most = 1 + self.hedge.config.load().max_hedged_attempts(),
+            Phase::Armed => {}
         }
         if self.blocking || self.started >= self.most {
             self.phase = Phase::Done;
             self.timer = None;
+            return false;
+        }
+        true
+    }
+
+    /// Arms the timer of the next attempt, `delay` from now, if one may start.
+    #[cold]
+    fn arm(&mut self) {
+        if !self.may_start() {
             return;
         }
+        let hedge = self.hedge;
         let delay = hedge.config.load().delay();
         let deadline = deadline_after(hedge.clock.read(Reading::Precise), delay);
         self.timer = (deadline != u64::MAX)
@@ -391,14 +409,11 @@ impl Hedging<'_> {
         self.phase = Phase::Armed;
     }
 
-    /// Starts one more attempt if the call may: within its number and the budget.
+    /// Starts one more attempt if the call may: within its number and the budget. A call
+    /// the budget refused once asks it no more.
     #[cold]
     fn try_start(&mut self) -> bool {
-        if self.phase == Phase::Idle {
-            self.most = 1 + self.hedge.config.load().max_hedged_attempts();
-        }
-        if self.blocking || self.started >= self.most {
-            self.phase = Phase::Done;
+        if !self.may_start() {
             return false;
         }
         let hedge = self.hedge;
@@ -442,7 +457,7 @@ impl Hedging<'_> {
                 return Settle::Another;
             }
             if others > 0 {
-                return Settle::Continue;
+                return Settle::Wait;
             }
         }
         self.hedge.ended(ended.failed, attempt);
@@ -457,7 +472,7 @@ impl<'h> WrapCall<'h> for Hedging<'h> {
     fn after(&mut self, ended: Ended, repeatable: bool) -> Next {
         match self.settle(ended, self.started, 0, repeatable) {
             Settle::Another => Next::RetryAfter(Duration::ZERO),
-            Settle::Ends | Settle::Continue => Next::Stop,
+            Settle::Ends | Settle::Wait => Next::Stop,
         }
     }
 

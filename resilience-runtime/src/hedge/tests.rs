@@ -64,7 +64,7 @@ fn a_refusal_ends_the_call_only_when_no_other_attempt_runs() {
     let hedge = registry.hedge("search");
     let refused = ended(Attempted::Refused { timed_out: false });
     let mut call = hedge.begin(false);
-    assert_eq!(call.settle(refused, 2, 1, true), Settle::Continue);
+    assert_eq!(call.settle(refused, 2, 1, true), Settle::Wait);
     assert_eq!(call.settle(refused, 1, 0, true), Settle::Ends);
     assert_eq!(hedge.metrics().primary_failure_count(), 1);
     assert_eq!(hedge.metrics().number_of_hedged_attempts(), 0);
