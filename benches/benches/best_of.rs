@@ -14,9 +14,9 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use resilience_runtime::{
-    bulkhead, circuit_breaker, rate_limiter, retry, time_limiter, AdaptiveLimit, BulkheadConfig,
-    CircuitBreaker, CircuitBreakerConfig, Guard, RateLimiterConfig, Registry, RetryConfig,
-    SlidingWindow, TimeLimiterConfig,
+    bulkhead, circuit_breaker, hedge, rate_limiter, retry, time_limiter, AdaptiveLimit,
+    BulkheadConfig, CircuitBreaker, CircuitBreakerConfig, Guard, HedgeConfig, RateLimiterConfig,
+    Registry, RetryConfig, SlidingWindow, TimeLimiterConfig,
 };
 use tower::{Service, ServiceBuilder};
 
@@ -110,6 +110,44 @@ fn retry_alone_sync(x: u32) -> Result<u32, CallError> {
 #[retry(name = "best-of-budget")]
 #[inline(never)]
 fn retry_budget_sync(x: u32) -> Result<u32, CallError> {
+    Ok(black_box(x) + 1)
+}
+
+/// [`guarded_three`] with a hedge among its gates (its default place: inside the rate limiter,
+/// outside the breaker), the first attempt answering before the delay.
+#[bulkhead(name = "best-of-five")]
+#[rate_limiter(name = "best-of-five")]
+#[hedge(name = "best-of-hedge")]
+#[circuit_breaker(name = "best-of-five")]
+#[inline(never)]
+async fn hedged_three(x: u32) -> Result<u32, CallError> {
+    Ok(black_box(x) + 1)
+}
+
+/// [`guarded_three`] on a call that suspends once.
+#[bulkhead(name = "best-of-five")]
+#[rate_limiter(name = "best-of-five")]
+#[circuit_breaker(name = "best-of-five")]
+#[inline(never)]
+async fn guarded_three_pending(x: u32) -> Result<u32, CallError> {
+    bare_pending(x).await
+}
+
+/// [`hedged_three`] on a call that suspends once: its first attempt waits, under the hedge's
+/// timer, and answers before the delay.
+#[bulkhead(name = "best-of-five")]
+#[rate_limiter(name = "best-of-five")]
+#[hedge(name = "best-of-hedge")]
+#[circuit_breaker(name = "best-of-five")]
+#[inline(never)]
+async fn hedged_three_pending(x: u32) -> Result<u32, CallError> {
+    bare_pending(x).await
+}
+
+/// A hedge alone, the first attempt answering at once.
+#[hedge(name = "best-of-hedge")]
+#[inline(never)]
+async fn hedge_alone(x: u32) -> Result<u32, CallError> {
     Ok(black_box(x) + 1)
 }
 
@@ -365,14 +403,8 @@ fn tower_call<S: Service<()>>(service: &mut S) -> Result<S::Response, S::Error> 
     poll_now(service.call(()))
 }
 
-/// peers.rs's `five_aspects` group: the two-gate call against the five-aspect one (bulkhead,
-/// rate limiter, retry, breaker, time limiter; first attempt successful, ready at its first
-/// poll), through the macro, a held plan (async and sync) and tower-resilience's layers in the
-/// same order, and the five-aspect macro call against its three gates alone, with the same
-/// policies: 25 permits; 10⁹ permissions per second (none refused);
-/// 3 attempts, 500 ms apart; count window of 100, no slow-call rule; 1 s.
-fn five_aspects(rounds: usize) {
-    let registry = Registry::global();
+/// The instances of [`five_aspects`]' calls.
+fn five_aspects_config(registry: &Registry) {
     configure_gates("best-of-five");
     registry
         .configure_rate_limiter(
@@ -415,6 +447,17 @@ fn five_aspects(rounds: usize) {
                 .expect("valid time limiter"),
         )
         .expect("time limiter");
+}
+
+/// peers.rs's `five_aspects` group: the two-gate call against the five-aspect one (bulkhead,
+/// rate limiter, retry, breaker, time limiter; first attempt successful, ready at its first
+/// poll), through the macro, a held plan (async and sync) and tower-resilience's layers in the
+/// same order, and the five-aspect macro call against its three gates alone, with the same
+/// policies: 25 permits; 10⁹ permissions per second (none refused);
+/// 3 attempts, 500 ms apart; count window of 100, no slow-call rule; 1 s.
+fn five_aspects(rounds: usize) {
+    let registry = Registry::global();
+    five_aspects_config(registry);
     let two = registry
         .plan(&[
             Guard::bulkhead("best-of"),
@@ -559,6 +602,111 @@ fn five_aspects(rounds: usize) {
     for (name, time) in names.iter().zip(&best) {
         println!("{name:26} {time:7.1}");
     }
+}
+
+/// A hedge whose first attempt answers before the delay (100 ms, one extra attempt), against
+/// the same call without it: a hedge alone against the bare call and against tower's `Hedge`
+/// (its delay a latency percentile, as it has no fixed one) and tower-resilience's
+/// `HedgeLayer` around the same trivial service; the three gates with and without a hedge
+/// among them, ready at once and suspending once.
+fn hedges(rounds: usize) {
+    let registry = Registry::global();
+    five_aspects_config(registry);
+    registry
+        .configure_hedge(
+            "best-of-hedge",
+            HedgeConfig::builder()
+                .delay(Duration::from_millis(100))
+                .max_hedged_attempts(1)
+                .build()
+                .expect("valid hedge"),
+        )
+        .expect("hedge");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let _context = rt.enter();
+
+    /// tower's hedge asks its policy whether a request can be sent again.
+    #[derive(Clone)]
+    struct Always;
+    impl tower::hedge::Policy<()> for Always {
+        fn clone_request(&self, (): &()) -> Option<()> {
+            Some(())
+        }
+        fn can_retry(&self, (): &()) -> bool {
+            true
+        }
+    }
+    let mut tower_hedge = tower::hedge::Hedge::new(
+        tower::service_fn(|()| bare(black_box(1))),
+        Always,
+        10,
+        0.95,
+        Duration::from_secs(10),
+    );
+    let mut tower_resilience = tower::Layer::layer(
+        &tower_resilience_hedge::HedgeLayer::builder()
+            .delay(Duration::from_millis(100))
+            .max_hedged_attempts(1)
+            .build(),
+        tower::service_fn(|()| bare(black_box(1))),
+    );
+
+    let names = [
+        "bare",
+        "hedge_alone_macro",
+        "three_macro",
+        "three_hedged_macro",
+        "bare_pending",
+        "three_macro_pending",
+        "three_hedged_macro_pending",
+    ];
+    let best = best!(rounds;
+        "bare" => drop(poll_now(bare(black_box(1)))),
+        "hedge_alone_macro" => drop(poll_now(hedge_alone(black_box(1)))),
+        "three_macro" => drop(poll_now(guarded_three(black_box(1)))),
+        "three_hedged_macro" => drop(poll_now(hedged_three(black_box(1)))),
+        "bare_pending" => drop(poll_to_end(bare_pending(black_box(1)))),
+        "three_macro_pending" => drop(poll_to_end(guarded_three_pending(black_box(1)))),
+        "three_hedged_macro_pending" => drop(poll_to_end(hedged_three_pending(black_box(1)))),
+    );
+    println!(
+        "\nhedges whose first attempt answers before the delay, best of {rounds} rounds: ns per \
+         call, and over the same call without the hedge"
+    );
+    // Each case's counterpart without the hedge.
+    let without: [Option<usize>; 7] = [None, Some(0), None, Some(2), None, None, Some(5)];
+    for ((name, time), without) in names.iter().zip(&best).zip(without) {
+        let over = without.map_or(String::new(), |w| format!("+{:.1}", time - best[w]));
+        println!("{name:28} {time:7.1}   {over:>7}");
+    }
+
+    // tower-resilience's hedge spawns each attempt as a task, so every call of this half runs
+    // on the runtime (`block_on`), ours too, over the bare call run the same way.
+    let names = [
+        "bare_block_on",
+        "hedge_alone_block_on",
+        "tower_hedge_block_on",
+        "tower_resilience_hedge_block_on",
+    ];
+    let best = best!(rounds;
+        "bare_block_on" => drop(rt.block_on(bare(black_box(1)))),
+        "hedge_alone_block_on" => drop(rt.block_on(hedge_alone(black_box(1)))),
+        "tower_hedge_block_on" => drop(rt.block_on(tower_ready_call(&mut tower_hedge))),
+        "tower_resilience_hedge_block_on" => drop(rt.block_on(tower_ready_call(&mut tower_resilience))),
+    );
+    println!("\nthe same hedge on the runtime, beside its peers: ns per call, and over the bare call");
+    for (name, time) in names.iter().zip(&best) {
+        println!("{name:34} {time:7.1}   +{:.1}", time - best[0]);
+    }
+}
+
+/// One call through a tower service on a runtime: ready, then called, then awaited.
+async fn tower_ready_call<S: Service<()>>(service: &mut S) -> Result<S::Response, S::Error> {
+    use tower::ServiceExt;
+    service.ready().await?.call(()).await
 }
 
 /// A request through a tower layer around the same trivial service: ours (the bulkhead and
@@ -887,9 +1035,10 @@ fn main() {
             "http_client" => http_client(rounds),
             "call_durations" => call_durations(rounds),
             "adaptive_bulkhead" => adaptive_bulkhead(rounds),
+            "hedges" => hedges(rounds),
             other => panic!(
                 "no group `{other}`: breaker_alone, rate_limiter_alone, five_aspects, \
-                 tower_layer, http_client, call_durations, adaptive_bulkhead"
+                 tower_layer, http_client, call_durations, adaptive_bulkhead, hedges"
             ),
         }
         return;

@@ -61,8 +61,9 @@ pub async fn bare_pending(x: u32) -> Result<u32, CallError> {
     Ok(black_box(x) + 1)
 }
 
-/// The error of the guarded calls: a rejection.
-#[derive(Debug)]
+/// The error of the guarded calls: a rejection. `Clone`, for tower-resilience's hedge, which
+/// keeps an attempt's error to return if every attempt fails.
+#[derive(Clone, Debug)]
 pub struct CallError(#[allow(dead_code)] pub Rejected);
 
 impl std::fmt::Display for CallError {
