@@ -231,3 +231,34 @@ fn layouts_are_named_and_found_by_their_names() {
     assert_eq!(Layout::from_name("vegas-from-501"), None);
     assert_eq!(Layout::from_name("gradient3-from-10"), None);
 }
+
+/// The slow-tail drill, small: in virtual time, so its latencies are exact and repeatable.
+#[test]
+fn hedging_cuts_the_slow_tail_and_its_budget_caps_the_extra_load() {
+    use resilience_examples::drill::slow_tail::{self, SlowTailConfig, Table};
+    let config = SlowTailConfig {
+        calls: 4_000,
+        ..SlowTailConfig::default()
+    };
+    let runs = slow_tail::run(&config);
+    print!("{}", Table(&runs));
+    assert_eq!(runs, slow_tail::run(&config), "the same seed, the same runs");
+    let [plain, hedged, plain_incident, hedged_incident] = &runs[..] else {
+        panic!("two layouts on two tails");
+    };
+    for run in &runs {
+        assert_eq!(run.succeeded, u64::from(config.calls), "{}", run.layout);
+    }
+    assert!(
+        hedged.p99 * 2 < plain.p99,
+        "the hedge cuts the p99: {:?} against {:?}",
+        hedged.p99,
+        plain.p99
+    );
+    assert_eq!(plain.attempts, u64::from(config.calls));
+    assert!(hedged.extra_load() > 0.0 && hedged.extra_load() <= config.budget_ratio);
+    // In an incident's tail the budget refuses most of the extra attempts the delay asks for.
+    assert!(hedged_incident.over_budget > 0);
+    assert!(hedged_incident.extra_load() <= config.budget_ratio);
+    assert_eq!(plain_incident.extra_load(), 0.0);
+}

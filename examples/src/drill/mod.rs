@@ -39,6 +39,7 @@ mod plot;
 mod report;
 mod rng;
 mod service;
+pub mod slow_tail;
 
 use std::fmt;
 use std::sync::Mutex;
