@@ -697,7 +697,9 @@ fn hedges(rounds: usize) {
         "tower_hedge_block_on" => drop(rt.block_on(tower_ready_call(&mut tower_hedge))),
         "tower_resilience_hedge_block_on" => drop(rt.block_on(tower_ready_call(&mut tower_resilience))),
     );
-    println!("\nthe same hedge on the runtime, beside its peers: ns per call, and over the bare call");
+    println!(
+        "\nthe same hedge on the runtime, beside its peers: ns per call, and over the bare call"
+    );
     for (name, time) in names.iter().zip(&best) {
         println!("{name:34} {time:7.1}   +{:.1}", time - best[0]);
     }

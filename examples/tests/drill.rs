@@ -242,7 +242,11 @@ fn hedging_cuts_the_slow_tail_and_its_budget_caps_the_extra_load() {
     };
     let runs = slow_tail::run(&config);
     print!("{}", Table(&runs));
-    assert_eq!(runs, slow_tail::run(&config), "the same seed, the same runs");
+    assert_eq!(
+        runs,
+        slow_tail::run(&config),
+        "the same seed, the same runs"
+    );
     let [plain, hedged, plain_incident, hedged_incident] = &runs[..] else {
         panic!("two layouts on two tails");
     };

@@ -121,7 +121,6 @@ impl Lookup {
     }
 }
 
-
 /// Runs both layouts on the usual tail (3 % of attempts slow) and on an incident's (30 %).
 pub fn run(config: &SlowTailConfig) -> Vec<SlowTailRun> {
     let mut runs = Vec::new();

@@ -27,16 +27,16 @@ pub use events::HedgeEvent;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use arc_swap::{ArcSwap, ArcSwapOption};
+use arc_swap::ArcSwap;
 
 use crate::clock::{deadline_after, Clock, Reading};
 use crate::name::Name;
-use crate::retry::budget::Budget;
+use crate::retry::budget::Budgeted;
 use crate::subscribers::{Subscribers, SubscriptionId};
 use crate::wrapper::{Attempted, Ended, Next, Settle, Wrap, WrapCall};
 
@@ -99,12 +99,7 @@ pub struct Hedge {
     secondary_failure: AtomicU64,
     hedged: AtomicU64,
     over_budget: AtomicU64,
-    /// The counts of the budget, if the configuration has one, and whether it has: a call
-    /// without a budget reads the flag alone.
-    budget: ArcSwapOption<Budget>,
-    has_budget: AtomicBool,
-    /// The reading the budget's seconds are taken with (the coarse clock where there is one).
-    reading: Reading,
+    budget: Budgeted,
 }
 
 impl Hedge {
@@ -115,16 +110,10 @@ impl Hedge {
 
     /// A hedge whose delays follow `clock`, such as a [`ManualClock`](crate::ManualClock).
     pub fn with_clock(name: impl Into<Name>, config: HedgeConfig, clock: Clock) -> Self {
-        let budget = config.budget().map(|b| Arc::new(Budget::new(*b, None)));
         Hedge {
             name: name.into(),
             id: crate::next_instance_id(),
-            has_budget: AtomicBool::new(budget.is_some()),
-            budget: ArcSwapOption::new(budget),
-            reading: match clock.coarse_resolution() {
-                Some(_) => Reading::Coarse,
-                None => Reading::Precise,
-            },
+            budget: Budgeted::new(config.budget(), &clock),
             config: ArcSwap::from_pointee(config),
             clock,
             subscribers: Subscribers::new(),
@@ -157,14 +146,7 @@ impl Hedge {
     /// failed, and reads the delay each time it arms its next attempt. A budget keeps what its
     /// window has seen while the window stays the same.
     pub fn reconfigure(&self, config: HedgeConfig) {
-        let current = self.budget.load_full();
-        if current.as_deref().map(Budget::settings) != config.budget() {
-            let budget = config
-                .budget()
-                .map(|b| Arc::new(Budget::new(*b, current.as_deref())));
-            self.has_budget.store(budget.is_some(), Ordering::Relaxed);
-            self.budget.store(budget);
-        }
+        self.budget.reconfigure(config.budget());
         self.config.store(Arc::new(config));
     }
 
@@ -204,27 +186,6 @@ impl Hedge {
     /// subscribed.
     pub fn unsubscribe(&self, id: SubscriptionId) -> bool {
         self.subscribers.remove(id)
-    }
-
-    /// The second of this hedge's clock, for its budget.
-    fn second(&self) -> u64 {
-        self.clock.read(self.reading) / 1_000_000_000
-    }
-
-    /// Counts a call against the budget.
-    #[inline(never)]
-    fn deposit(&self) {
-        if let Some(budget) = self.budget.load().as_deref() {
-            budget.deposit(self.second());
-        }
-    }
-
-    /// Whether the budget allows one more attempt now (spending it), `true` without one.
-    fn within_budget(&self) -> bool {
-        match self.budget.load().as_deref() {
-            Some(budget) => budget.try_spend(self.second()),
-            None => true,
-        }
     }
 
     fn emit(&self, event: impl FnOnce() -> HedgeEvent) {
@@ -360,8 +321,8 @@ impl Wrap for Hedge {
     /// counts nothing against the budget (it can spend none of it).
     #[inline]
     fn begin(&self, blocking: bool) -> Hedging<'_> {
-        if !blocking && self.has_budget.load(Ordering::Relaxed) {
-            self.deposit();
+        if !blocking && self.budget.present() {
+            self.budget.deposit();
         }
         Hedging {
             hedge: self,
@@ -418,7 +379,7 @@ impl Hedging<'_> {
         }
         let hedge = self.hedge;
         let attempt = self.started + 1;
-        if !hedge.within_budget() {
+        if !hedge.budget.try_spend() {
             self.phase = Phase::Done;
             self.timer = None;
             hedge.over_budget.fetch_add(1, Ordering::Relaxed);

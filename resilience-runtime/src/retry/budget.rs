@@ -7,9 +7,13 @@
 //! retry per ten first attempts; the property test in `tests/tests/retry_budget.rs` holds it to
 //! a plain reference.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+
+use crate::clock::{Clock, Reading};
 
 use crate::error::ConfigError;
 
@@ -200,6 +204,71 @@ impl Budget {
         }
         add(&self.retries, self.mask, second);
         true
+    }
+}
+
+/// The budget of an instance (a retry's, a hedge's), if its configuration has one: the
+/// counts, whether there are any (a call without a budget reads the flag alone), and the
+/// clock the seconds are read from.
+pub(crate) struct Budgeted {
+    counts: ArcSwapOption<Budget>,
+    present: AtomicBool,
+    clock: Clock,
+    /// The coarse clock where there is one (the budget counts whole seconds).
+    reading: Reading,
+}
+
+impl Budgeted {
+    /// The budget of `settings` (none without), on `clock`.
+    pub(crate) fn new(settings: Option<&RetryBudget>, clock: &Clock) -> Self {
+        let counts = settings.map(|b| Arc::new(Budget::new(*b, None)));
+        Budgeted {
+            present: AtomicBool::new(counts.is_some()),
+            counts: ArcSwapOption::new(counts),
+            reading: match clock.coarse_resolution() {
+                Some(_) => Reading::Coarse,
+                None => Reading::Precise,
+            },
+            clock: clock.clone(),
+        }
+    }
+
+    /// Whether there is a budget: the one read a call without one makes.
+    #[inline(always)]
+    pub(crate) fn present(&self) -> bool {
+        self.present.load(Ordering::Relaxed)
+    }
+
+    /// A new configuration's budget: the counts kept while the window stays the same (a new
+    /// ratio or floor applies to the counts so far); a new window starts empty.
+    pub(crate) fn reconfigure(&self, settings: Option<&RetryBudget>) {
+        let current = self.counts.load_full();
+        if current.as_deref().map(Budget::settings) != settings {
+            let counts = settings.map(|b| Arc::new(Budget::new(*b, current.as_deref())));
+            self.present.store(counts.is_some(), Ordering::Relaxed);
+            self.counts.store(counts);
+        }
+    }
+
+    fn second(&self) -> u64 {
+        self.clock.read(self.reading) / 1_000_000_000
+    }
+
+    /// Counts a call (a first attempt) against the budget. Out of line: only an instance
+    /// with a budget calls it.
+    #[inline(never)]
+    pub(crate) fn deposit(&self) {
+        if let Some(counts) = self.counts.load().as_deref() {
+            counts.deposit(self.second());
+        }
+    }
+
+    /// Whether the budget allows one more attempt now (spending it); `true` without one.
+    pub(crate) fn try_spend(&self) -> bool {
+        match self.counts.load().as_deref() {
+            Some(counts) => counts.try_spend(self.second()),
+            None => true,
+        }
     }
 }
 

@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::{ArcSwap, ArcSwapOption};
+use arc_swap::ArcSwap;
 
 use crate::blocking::Blocking;
 use crate::clock::{deadline_after, Clock, Reading};
@@ -85,12 +85,7 @@ pub struct Retry {
     failed_without_retry: AtomicU64,
     failed_with_retry: AtomicU64,
     over_budget: AtomicU64,
-    /// The counts of the budget, if the configuration has one, and whether it has: a first
-    /// attempt without a budget reads the flag alone.
-    budget: ArcSwapOption<budget::Budget>,
-    has_budget: std::sync::atomic::AtomicBool,
-    /// The reading the budget's seconds are taken with (the coarse clock where there is one).
-    reading: Reading,
+    budget: budget::Budgeted,
 }
 
 impl Retry {
@@ -101,17 +96,9 @@ impl Retry {
 
     /// A retry whose waits follow `clock`, such as a [`ManualClock`](crate::ManualClock).
     pub fn with_clock(name: impl Into<Name>, config: RetryConfig, clock: Clock) -> Self {
-        let budget = config
-            .budget()
-            .map(|b| Arc::new(budget::Budget::new(*b, None)));
         Retry {
-            has_budget: std::sync::atomic::AtomicBool::new(budget.is_some()),
-            budget: ArcSwapOption::new(budget),
+            budget: budget::Budgeted::new(config.budget(), &clock),
             over_budget: AtomicU64::new(0),
-            reading: match clock.coarse_resolution() {
-                Some(_) => Reading::Coarse,
-                None => Reading::Precise,
-            },
             name: name.into(),
             id: crate::next_instance_id(),
             config: ArcSwap::from_pointee(config),
@@ -146,37 +133,8 @@ impl Retry {
     /// A budget keeps what its window has seen while the window stays the same (a new ratio
     /// or floor applies to the counts so far); a new window starts empty.
     pub fn reconfigure(&self, config: RetryConfig) {
-        let current = self.budget.load_full();
-        let same = current.as_deref().map(budget::Budget::settings) == config.budget();
-        if !same {
-            let budget = config
-                .budget()
-                .map(|b| Arc::new(budget::Budget::new(*b, current.as_deref())));
-            self.has_budget.store(budget.is_some(), Ordering::Relaxed);
-            self.budget.store(budget);
-        }
+        self.budget.reconfigure(config.budget());
         self.config.store(Arc::new(config));
-    }
-
-    /// The second of this retry's clock, for its budget.
-    fn second(&self) -> u64 {
-        self.clock.read(self.reading) / 1_000_000_000
-    }
-
-    /// Counts a first attempt against the budget.
-    #[inline(never)]
-    fn deposit(&self) {
-        if let Some(budget) = self.budget.load().as_deref() {
-            budget.deposit(self.second());
-        }
-    }
-
-    /// Whether the budget allows one more retry now (spending it), `true` without a budget.
-    fn within_budget(&self) -> bool {
-        match self.budget.load().as_deref() {
-            Some(budget) => budget.try_spend(self.second()),
-            None => true,
-        }
     }
 
     /// A snapshot of the counters.
@@ -303,7 +261,7 @@ impl Attempts<'_> {
                 !self.blocking || wait.is_zero() || Blocking::here() != Blocking::Refused
             });
         // Spent last: a retry the other rules refuse costs the budget nothing.
-        let over_budget = wait.is_some() && !retry.within_budget();
+        let over_budget = wait.is_some() && !retry.budget.try_spend();
         let wait = wait.filter(|_| !over_budget);
         if let Some(wait) = wait {
             retry.emit(|| RetryEvent::Retry {
@@ -346,8 +304,8 @@ impl Wrap for Retry {
     /// not retry after a wait where blocking is refused (see [`crate::blocking`]).
     #[inline]
     fn begin(&self, blocking: bool) -> Attempts<'_> {
-        if self.has_budget.load(Ordering::Relaxed) {
-            self.deposit();
+        if self.budget.present() {
+            self.budget.deposit();
         }
         Attempts {
             retry: self,
