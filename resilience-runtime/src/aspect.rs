@@ -36,6 +36,10 @@ macro_rules! aspect_table {
             /// Bounding the duration of an async call.
             TimeLimiter(TimeLimiter, TimeLimiterConfig, time_limiters):
                 "time_limiter", "time limiter", precedence 500;
+            /// Injecting faults into calls, for tests and game days (off unless a registry
+            /// allows it).
+            Fault(FaultInjector, FaultConfig, faults):
+                "fault", "fault injection", precedence 650;
         }
     };
 }

@@ -120,6 +120,14 @@ fn parts(rejected: &Rejected) -> (StatusCode, Option<Duration>, &'static str) {
         // when it will be faster.
         Rejected::TimedOut { .. } => (StatusCode::GATEWAY_TIMEOUT, None, "timed_out"),
         Rejected::WouldBlock { .. } => (StatusCode::SERVICE_UNAVAILABLE, None, "would_block"),
+        // As what they stand for: a refusal as a full bulkhead's, an error as a failing
+        // dependency's (502, the gateway's word for a bad answer from upstream).
+        Rejected::Injected { error: None, .. } => {
+            (StatusCode::SERVICE_UNAVAILABLE, None, "injected_refusal")
+        }
+        Rejected::Injected { error: Some(_), .. } => {
+            (StatusCode::BAD_GATEWAY, None, "injected_error")
+        }
         Rejected::Reentrant { .. } => (StatusCode::INTERNAL_SERVER_ERROR, None, "reentrant"),
         // 500: a name the registry requires configured was not; only a deployment fixes it.
         Rejected::Unconfigured { .. } => (StatusCode::INTERNAL_SERVER_ERROR, None, "unconfigured"),
@@ -249,6 +257,14 @@ mod tests {
                 aspect: Aspect::Retry,
                 name: name(),
             },
+            Rejected::Injected {
+                name: name(),
+                error: None,
+            },
+            Rejected::Injected {
+                name: name(),
+                error: Some(crate::error::InjectedError::new("down".into())),
+            },
         ];
         // A new variant does not compile here until it has a sample above.
         let index = |rejected: &Rejected| match rejected {
@@ -259,6 +275,8 @@ mod tests {
             Rejected::WouldBlock { .. } => 4,
             Rejected::Reentrant { .. } => 5,
             Rejected::Unconfigured { .. } => 6,
+            Rejected::Injected { error: None, .. } => 7,
+            Rejected::Injected { error: Some(_), .. } => 8,
         };
         assert!(every.iter().map(index).eq(0..every.len()));
         let readme = include_str!("../docs/http.md");

@@ -101,6 +101,18 @@ pub enum Rejected {
         /// The instance re-entered.
         name: Name,
     },
+    /// A fault injected by the registry's [fault injection](crate::FaultConfig) for `name`: a
+    /// refusal (`error` is `None`), or the injected error, which the guards around count as a
+    /// failure of the call, as a time-out. [`injected_error`](Rejected::injected_error) gives
+    /// the error back, for a `From<Rejected>` to turn into the error the dependency would have
+    /// returned.
+    #[non_exhaustive]
+    Injected {
+        /// The instance name the faults are configured for.
+        name: Name,
+        /// The injected error; `None` for an injected refusal.
+        error: Option<InjectedError>,
+    },
     /// The registry [requires every name to be configured](crate::Registry::set_require_configured)
     /// and this call's guard `name` was not: no guard of the call was entered, and the call
     /// did not run. A deployment mistake, not an overload: configure the name at startup, and
@@ -123,6 +135,7 @@ impl Rejected {
             Rejected::CallNotPermitted { .. } => Aspect::CircuitBreaker,
             Rejected::RequestNotPermitted { .. } => Aspect::RateLimiter,
             Rejected::TimedOut { .. } => Aspect::TimeLimiter,
+            Rejected::Injected { .. } => Aspect::Fault,
             Rejected::WouldBlock { aspect, .. }
             | Rejected::Reentrant { aspect, .. }
             | Rejected::Unconfigured { aspect, .. } => *aspect,
@@ -136,6 +149,7 @@ impl Rejected {
             | Rejected::CallNotPermitted { name, .. }
             | Rejected::RequestNotPermitted { name, .. }
             | Rejected::TimedOut { name, .. }
+            | Rejected::Injected { name, .. }
             | Rejected::WouldBlock { name, .. }
             | Rejected::Reentrant { name, .. }
             | Rejected::Unconfigured { name, .. } => name,
@@ -181,8 +195,89 @@ impl fmt::Display for Rejected {
                 f,
                 "{aspect} `{name}` is already held on this call chain and re-entry is rejected"
             ),
+            Rejected::Injected { name, error: None } => {
+                write!(f, "fault `{name}`: a refusal injected")
+            }
+            Rejected::Injected {
+                name,
+                error: Some(error),
+            } => write!(f, "fault `{name}`: an error injected: {error}"),
             Rejected::Unconfigured { aspect, name } => write_unconfigured(f, *aspect, name),
         }
+    }
+}
+
+impl Rejected {
+    /// The error a [fault](crate::FaultConfig) injected, if this is one: for a
+    /// `From<Rejected>` to give back the error the dependency would have returned.
+    ///
+    /// ```
+    /// use resilience_runtime::Rejected;
+    ///
+    /// #[derive(Debug)]
+    /// struct Unavailable;
+    /// impl std::fmt::Display for Unavailable {
+    ///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("unavailable") }
+    /// }
+    /// impl std::error::Error for Unavailable {}
+    ///
+    /// enum OrderError { Unavailable, Rejected(Rejected) }
+    /// impl From<Rejected> for OrderError {
+    ///     fn from(r: Rejected) -> Self {
+    ///         match r.injected_error().and_then(|e| e.downcast_ref::<Unavailable>()) {
+    ///             Some(Unavailable) => OrderError::Unavailable,
+    ///             None => OrderError::Rejected(r),
+    ///         }
+    ///     }
+    /// }
+    /// ```
+    pub fn injected_error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        match self {
+            Rejected::Injected {
+                error: Some(error), ..
+            } => Some(&*error.0),
+            _ => None,
+        }
+    }
+
+    /// Whether the rejection is a failure of the call for the guards around it: a time-out,
+    /// an injected error. Any other is a refusal.
+    pub(crate) fn is_failure(&self) -> bool {
+        matches!(
+            self,
+            Rejected::TimedOut { .. } | Rejected::Injected { error: Some(_), .. }
+        )
+    }
+}
+
+/// An error [fault injection](crate::FaultConfig) made, carried by [`Rejected::Injected`]:
+/// shared, and equal only to itself.
+#[derive(Clone)]
+pub struct InjectedError(std::sync::Arc<dyn std::error::Error + Send + Sync>);
+
+impl InjectedError {
+    pub(crate) fn new(error: Box<dyn std::error::Error + Send + Sync>) -> Self {
+        InjectedError(std::sync::Arc::from(error))
+    }
+}
+
+impl PartialEq for InjectedError {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for InjectedError {}
+
+impl fmt::Debug for InjectedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for InjectedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
     }
 }
 

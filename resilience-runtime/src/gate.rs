@@ -9,6 +9,7 @@ use std::future::Future;
 use crate::bulkhead::{Bulkhead, BulkheadPermit, Ended};
 use crate::circuit_breaker::{CircuitBreaker, CircuitPermit};
 use crate::error::Rejected;
+use crate::fault::FaultInjector;
 use crate::name::Name;
 use crate::outcome::CallOutcome;
 use crate::rate_limiter::{Admission, RateLimiter};
@@ -75,6 +76,62 @@ pub(crate) trait Permit: Sized {
 
     /// The process-wide id of the gate instance.
     fn instance_id(&self) -> u64;
+}
+
+// ----- fault injection -----
+
+/// The permit of a call a [`FaultInjector`] let run: it holds nothing (a latency was waited
+/// before it was given), and is of no size, so that the slot every call's permits keep for it
+/// costs a byte. It names no instance: a nested call through the same name draws again, as
+/// each call to the dependency would.
+pub(crate) struct FaultPermit;
+
+impl Permit for FaultPermit {
+    /// No instance (ids start at 1): never re-entered.
+    fn instance_id(&self) -> u64 {
+        0
+    }
+}
+
+impl Gate for FaultInjector {
+    type Permit<'a> = FaultPermit;
+
+    fn id(&self) -> u64 {
+        FaultInjector::id(self)
+    }
+
+    fn name(&self) -> &Name {
+        FaultInjector::name(self)
+    }
+
+    /// Draws now, unless a latency may be drawn: then the call draws in its wait (one draw
+    /// per call either way).
+    fn try_enter(&self, slot: &mut Option<FaultPermit>) -> Result<Entry, Rejected> {
+        if self.may_wait() {
+            return Ok(Entry::MustWait);
+        }
+        self.outcome(self.draw())?;
+        fill(slot, FaultPermit);
+        Ok(Entry::Entered)
+    }
+
+    fn enter_blocking(&self) -> Result<FaultPermit, Rejected> {
+        let draw = self.draw();
+        if let Some(latency) = draw.latency() {
+            self.sleep_blocking(latency)?;
+        }
+        self.outcome(draw)?;
+        Ok(FaultPermit)
+    }
+
+    async fn enter_async(&self) -> Result<FaultPermit, Rejected> {
+        let draw = self.draw();
+        if let Some(latency) = draw.latency() {
+            self.sleep(latency).await;
+        }
+        self.outcome(draw)?;
+        Ok(FaultPermit)
+    }
 }
 
 // ----- the bulkhead -----

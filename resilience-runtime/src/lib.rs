@@ -53,6 +53,7 @@ mod config_debug;
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub mod document;
 mod error;
+pub mod fault;
 pub mod fleet;
 mod gate;
 pub mod hedge;
@@ -100,7 +101,8 @@ pub use clock::{Clock, ManualClock};
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub use document::{Changes, ConfigDocument, DocumentError};
-pub use error::{ConfigError, Rejected};
+pub use error::{ConfigError, InjectedError, Rejected};
+pub use fault::{FaultConfig, FaultConfigBuilder, FaultEvent, FaultInjector, FaultMetrics};
 pub use hedge::{Hedge, HedgeConfig, HedgeConfigBuilder, HedgeEvent, HedgeMetrics};
 pub use name::Name;
 pub use outcome::CallOutcome;

@@ -12,6 +12,7 @@ use crate::aspect::aspect_table;
 use crate::bulkhead::Bulkhead;
 use crate::circuit_breaker::durations::{BUCKET_LABELS, KINDS};
 use crate::circuit_breaker::{CircuitBreaker, CircuitState, SlidingWindow};
+use crate::fault::FaultInjector;
 use crate::hedge::Hedge;
 use crate::rate_limiter::RateLimiter;
 use crate::registry::{GuardInstance, Registry};
@@ -422,6 +423,20 @@ impl Export for Hedge {
                 named(name),
                 m.number_of_hedges_over_budget(),
             );
+        }
+    }
+}
+
+impl Export for FaultInjector {
+    fn export(&self, out: &Out<'_>) {
+        let name = self.name().as_str();
+        let m = self.metrics();
+        for (kind, value) in [
+            ("latency", m.number_of_injected_latencies()),
+            ("error", m.number_of_injected_errors()),
+            ("refusal", m.number_of_injected_refusals()),
+        ] {
+            out.counter("fault_injected", with(name, "kind", kind), value);
         }
     }
 }

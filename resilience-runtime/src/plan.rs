@@ -9,6 +9,7 @@ use crate::aspect::Aspect;
 use crate::bulkhead::Bulkhead;
 use crate::circuit_breaker::CircuitBreaker;
 use crate::error::Rejected;
+use crate::fault::FaultInjector;
 use crate::gate::Gate;
 use crate::hedge::Hedge;
 use crate::name::Name;
@@ -60,6 +61,12 @@ impl<'a> Guard<'a> {
     /// The hedge `name`.
     pub const fn hedge(name: &'a str) -> Self {
         Guard::new(Aspect::Hedge, name)
+    }
+
+    /// The faults injected for `name` (a plan of a registry that allows fault injection takes
+    /// them by itself for each of its guards' names).
+    pub const fn fault(name: &'a str) -> Self {
+        Guard::new(Aspect::Fault, name)
     }
 
     /// The circuit breaker `name`.
@@ -157,6 +164,7 @@ pub(crate) enum Step {
     Bulkhead(Arc<Bulkhead>),
     RateLimiter(Arc<RateLimiter>),
     CircuitBreaker(Arc<CircuitBreaker>),
+    Fault(Arc<FaultInjector>),
 }
 
 /// Runs `$e` with `$g` bound to the instance of whichever variant `$step` is (tokio's
@@ -167,6 +175,7 @@ macro_rules! match_step {
             $crate::plan::Step::Bulkhead($g) => $e,
             $crate::plan::Step::RateLimiter($g) => $e,
             $crate::plan::Step::CircuitBreaker($g) => $e,
+            $crate::plan::Step::Fault($g) => $e,
         }
     };
 }
@@ -244,14 +253,16 @@ pub(crate) enum GateKind {
     Bulkhead,
     RateLimiter,
     CircuitBreaker,
+    Fault,
 }
 
 impl GateKind {
     /// Every kind, in declaration order: the default precedence's.
-    pub(crate) const ALL: [GateKind; 3] = [
+    pub(crate) const ALL: [GateKind; 4] = [
         GateKind::Bulkhead,
         GateKind::RateLimiter,
         GateKind::CircuitBreaker,
+        GateKind::Fault,
     ];
 }
 
@@ -259,43 +270,59 @@ impl GateKind {
 const MAX_GATES: usize = GateKind::ALL.len();
 
 /// The gate kinds of a plan in its order, outermost first: what a call releases, in reverse.
+///
+/// Packed in 16 bits (three per place, outermost in the lowest, 0 for none; the top bit says
+/// the kinds are in declaration order): a call's permits keep it, and at four kinds an array
+/// of them and a flag made the permits 8 bytes larger, and every guarded call's future with
+/// them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct GateOrder {
-    kinds: [Option<GateKind>; MAX_GATES],
-    /// Whether `kinds` are in declaration order ([`GateKind::ALL`]), as under the default
-    /// precedence: then a call releases its slots in one fixed sequence, without reading
-    /// `kinds` (the common case costs what the two-guard code did).
-    declared: bool,
-}
+pub(crate) struct GateOrder(u16);
+
+/// Bits per place of a [`GateOrder`].
+const PLACE_BITS: u32 = 3;
+/// The bit of a [`GateOrder`] set when its kinds are in declaration order.
+const DECLARED: u16 = 1 << 15;
+const _: () = assert!(
+    MAX_GATES as u32 * PLACE_BITS < 15,
+    "the places fit below the flag"
+);
 
 impl GateOrder {
-    pub(crate) const EMPTY: GateOrder = GateOrder {
-        kinds: [None; MAX_GATES],
-        declared: true,
-    };
+    /// No gate (in declaration order, trivially).
+    pub(crate) const EMPTY: GateOrder = GateOrder(DECLARED);
 
-    fn push(&mut self, kind: GateKind) {
-        let last = self.kinds.iter().flatten().last().copied();
-        if let Some(last) = last {
-            self.declared &= (last as u8) < (kind as u8);
-        }
-        let free = self.kinds.iter_mut().find(|k| k.is_none());
-        debug_assert!(free.is_some(), "a plan holds each gate kind once");
-        if let Some(free) = free {
-            *free = Some(kind);
-        }
+    /// The kind at place `i`, if any.
+    fn at(self, i: usize) -> Option<GateKind> {
+        let code = (self.0 >> (PLACE_BITS * i as u32)) & ((1 << PLACE_BITS) - 1);
+        (code != 0).then(|| GateKind::ALL[usize::from(code) - 1])
     }
 
-    /// Whether the kinds are in declaration order.
+    fn push(&mut self, kind: GateKind) {
+        let held = (0..MAX_GATES).filter(|&i| self.at(i).is_some()).count();
+        debug_assert!(held < MAX_GATES, "a plan holds each gate kind once");
+        if held == MAX_GATES {
+            return;
+        }
+        if let Some(last) = held.checked_sub(1).and_then(|i| self.at(i)) {
+            if (last as u8) >= (kind as u8) {
+                self.0 &= !DECLARED;
+            }
+        }
+        self.0 |= (kind as u16 + 1) << (PLACE_BITS * held as u32);
+    }
+
+    /// Whether the kinds are in declaration order ([`GateKind::ALL`]), as under the default
+    /// precedence: then a call releases its slots in one fixed sequence, without reading the
+    /// kinds (the common case costs what the two-guard code did).
     #[inline(always)]
     pub(crate) fn is_declared(&self) -> bool {
-        self.declared
+        self.0 & DECLARED != 0
     }
 
     /// The kinds, outermost first.
     #[inline(always)]
     pub(crate) fn kinds(&self) -> impl DoubleEndedIterator<Item = GateKind> + '_ {
-        self.kinds.iter().flatten().copied()
+        (0..MAX_GATES).filter_map(|i| self.at(i))
     }
 }
 
@@ -306,6 +333,7 @@ impl Step {
             Step::Bulkhead(_) => GateKind::Bulkhead,
             Step::RateLimiter(_) => GateKind::RateLimiter,
             Step::CircuitBreaker(_) => GateKind::CircuitBreaker,
+            Step::Fault(_) => GateKind::Fault,
         }
     }
 
@@ -314,11 +342,18 @@ impl Step {
         match_step!(self, g => Gate::id(&**g))
     }
 
+    /// Whether a call nested in one holding this gate passes through it (the re-entrancy
+    /// policy applies): every gate but fault injection, which draws for each call.
+    pub(crate) fn reenters(&self) -> bool {
+        !matches!(self, Step::Fault(_))
+    }
+
     pub(crate) fn aspect(&self) -> Aspect {
         match self {
             Step::Bulkhead(_) => Aspect::Bulkhead,
             Step::RateLimiter(_) => Aspect::RateLimiter,
             Step::CircuitBreaker(_) => Aspect::CircuitBreaker,
+            Step::Fault(_) => Aspect::Fault,
         }
     }
 

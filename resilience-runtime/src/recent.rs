@@ -9,6 +9,7 @@ use std::time::SystemTime;
 use crate::aspect::Aspect;
 use crate::bulkhead::{Bulkhead, BulkheadEvent};
 use crate::circuit_breaker::{CircuitBreaker, CircuitBreakerEvent};
+use crate::fault::{FaultEvent, FaultInjector};
 use crate::hedge::{Hedge, HedgeEvent};
 use crate::name::Name;
 use crate::rate_limiter::{RateLimiter, RateLimiterEvent};
@@ -182,6 +183,16 @@ impl Kept for HedgeEvent {
     }
 }
 
+impl Kept for FaultEvent {
+    fn kept(&self) -> Option<&'static str> {
+        // Injected on purpose: the log keeps the guards' own events.
+        None
+    }
+    fn instance(&self) -> &Name {
+        self.name()
+    }
+}
+
 /// The callback that keeps `aspect`'s events in `log`.
 fn keeper<E: Kept>(aspect: Aspect, log: &Arc<EventLog>) -> impl Fn(&E) + Send + Sync + 'static {
     let log = Arc::clone(log);
@@ -220,6 +231,7 @@ keep!(Retry, Retry);
 keep!(CircuitBreaker, CircuitBreaker);
 keep!(TimeLimiter, TimeLimiter);
 keep!(Hedge, Hedge);
+keep!(FaultInjector, Fault);
 
 #[cfg(test)]
 mod tests {

@@ -24,6 +24,7 @@ use crate::name::Name;
 
 use crate::bulkhead::{Bulkhead, BulkheadEvent};
 use crate::circuit_breaker::{CircuitBreaker, CircuitBreakerEvent};
+use crate::fault::{FaultEvent, FaultInjector};
 use crate::hedge::{Hedge, HedgeEvent};
 use crate::rate_limiter::{RateLimiter, RateLimiterEvent};
 use crate::retry::{Retry, RetryEvent};
@@ -361,6 +362,16 @@ impl Forward for Hedge {
                 );
             }
             HedgeEvent::PrimarySuccess { .. } | HedgeEvent::Hedged { .. } => {}
+        });
+    }
+}
+
+impl Forward for FaultInjector {
+    fn forward_events(&self, clock: &Clock) {
+        let injected = Throttle::new(clock);
+        self.subscribe_with(Interest::Rare, move |event: &FaultEvent| {
+            let name = event.name();
+            throttled_debug!(injected, "fault", name, {}, "{event}");
         });
     }
 }

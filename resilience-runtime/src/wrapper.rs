@@ -115,11 +115,12 @@ pub(crate) enum Attempted {
     Failed,
     /// It failed in a way the retry does not retry: the call ends with it.
     NotRetried,
-    /// A guard inside the retry refused it; `timed_out` for a time limiter's
-    /// [`TimedOut`](crate::Rejected::TimedOut), which is a failure of the attempt.
+    /// A guard inside the retry refused it; `failure` for a rejection that is a failure of
+    /// the attempt: a time limiter's [`TimedOut`](crate::Rejected::TimedOut), an injected
+    /// error.
     Refused {
-        /// Whether it was a time limiter that cut the attempt off.
-        timed_out: bool,
+        /// Whether the rejection is a failure of the attempt.
+        failure: bool,
     },
 }
 

@@ -44,8 +44,9 @@ use resilience_runtime::__reference as reference;
 use resilience_runtime::tower::{GuardError, GuardLayer};
 use resilience_runtime::{
     bulkhead, circuit_breaker, hedge, rate_limiter, retry, time_limiter, Aspect, BulkheadConfig,
-    CallOutcome, CircuitBreakerConfig, Guard, HedgeConfig, ManualClock, Plan, RateLimiterConfig,
-    ReentrancyPolicy, Registry, Rejected, RetryConfig, SlidingWindow, TimeLimiterConfig,
+    CallOutcome, CircuitBreakerConfig, FaultConfig, Guard, HedgeConfig, ManualClock, Plan,
+    RateLimiterConfig, ReentrancyPolicy, Registry, Rejected, RetryConfig, SlidingWindow,
+    TimeLimiterConfig,
 };
 use tower::{service_fn, Layer, ServiceExt};
 
@@ -244,6 +245,18 @@ impl Case {
             )
             .unwrap();
         registry
+            .configure_fault(
+                NAME,
+                FaultConfig::builder()
+                    .latency(if self.max_wait > 0 { 0.2 } else { 0.0 }, ticks(2))
+                    .error_rate(0.15)
+                    .refusal(0.1 + 0.05 * f64::from(shift))
+                    .seed(u64::from(self.window))
+                    .build()
+                    .unwrap(),
+            )
+            .unwrap();
+        registry
             .configure_hedge(
                 NAME,
                 HedgeConfig::builder()
@@ -432,6 +445,7 @@ fn observe(registry: &Registry) -> Vec<String> {
         format!("{:?}", registry.retry(NAME).metrics()),
         format!("{:?}", registry.time_limiter(NAME).metrics()),
         format!("{:?}", registry.hedge(NAME).metrics()),
+        format!("{:?}", registry.fault(NAME).metrics()),
     ];
     seen.extend(registry.recent_events().iter().map(|e| {
         format!(
@@ -464,6 +478,7 @@ impl Events {
         registry.circuit_breaker(NAME).subscribe(into!(self));
         registry.time_limiter(NAME).subscribe(into!(self));
         registry.hedge(NAME).subscribe(into!(self));
+        registry.fault(NAME).subscribe(into!(self));
     }
 
     /// The events since the last call of `take`.
@@ -1026,7 +1041,8 @@ fn through_fallback(expected: &[Seen], fallback: Fallback) -> Vec<Seen> {
 }
 
 use Aspect::{
-    Bulkhead as B, CircuitBreaker as C, Hedge as H, RateLimiter as R, Retry as Y, TimeLimiter as T,
+    Bulkhead as B, CircuitBreaker as C, Fault as F, Hedge as H, RateLimiter as R, Retry as Y,
+    TimeLimiter as T,
 };
 
 /// The annotated function of a stack (its aspects in declaration order), sync.
@@ -1094,7 +1110,7 @@ fn macro_async<'a>(case: &'a Case, _: &'a Plan, body: &'a Body) -> CallFuture<'a
 
 // ----- the cases -----
 
-const ALL: [Aspect; 6] = [B, R, Y, H, C, T];
+const ALL: [Aspect; 7] = [B, R, Y, H, C, T, F];
 
 fn attempt_script(sync: bool) -> impl Strategy<Value = AttemptScript> {
     let ends = prop_oneof![
@@ -1147,7 +1163,7 @@ fn call_script(sync: bool) -> impl Strategy<Value = CallScript> {
 }
 
 fn case(sync: bool) -> impl Strategy<Value = Case> {
-    let guards = (1..64u32).prop_map(|bits| {
+    let guards = (1..128u32).prop_map(|bits| {
         ALL.iter()
             .enumerate()
             .filter(|(i, _)| bits & (1 << i) != 0)

@@ -194,7 +194,7 @@ impl Layout {
     /// The precedence table of the layout, outermost first: the defaults, but for the
     /// incident's breaker moved outside the bulkhead (50, below its 100) and Spring's order
     /// (numbers above every default, so that setting them one by one never ties).
-    pub fn precedence(self) -> [(Aspect, i32); 6] {
+    pub fn precedence(self) -> [(Aspect, i32); 7] {
         let default = |aspect: Aspect| (aspect, aspect.default_precedence());
         match self {
             Layout::Incident => [
@@ -204,6 +204,7 @@ impl Layout {
                 default(Aspect::Retry),
                 default(Aspect::Hedge),
                 default(Aspect::TimeLimiter),
+                default(Aspect::Fault),
             ],
             Layout::BulkheadFirst
             | Layout::BulkheadFirstUnfair
@@ -218,8 +219,9 @@ impl Layout {
                 (Aspect::RateLimiter, 1030),
                 (Aspect::TimeLimiter, 1040),
                 (Aspect::Bulkhead, 1050),
-                // Spring has no hedge: innermost, around the call alone.
+                // Spring has no hedge: innermost, around the call alone; faults inside it.
                 (Aspect::Hedge, 1060),
+                (Aspect::Fault, 1070),
             ],
         }
     }

@@ -14,6 +14,7 @@ use crate::aspect::aspect_table;
 use crate::bulkhead::{AdaptiveSettings, Bulkhead};
 use crate::call_site::CallSite;
 use crate::circuit_breaker::{CircuitBreaker, SlidingWindow};
+use crate::fault::FaultInjector;
 use crate::hedge::Hedge;
 use crate::rate_limiter::RateLimiter;
 use crate::recent::RecentEvent;
@@ -250,6 +251,7 @@ reported! {
     CircuitBreaker, "/circuitbreakers", breaker;
     Hedge, "/hedges", hedge;
     TimeLimiter, "/timelimiters", time_limiter;
+    FaultInjector, "/faults", fault;
 }
 
 /// Every instance of kind `G`, sorted by name.
@@ -551,6 +553,29 @@ fn hedge(hedge: &Hedge) -> Value {
             "delay": duration(c.delay()),
             "max_hedged_attempts": c.max_hedged_attempts(),
             "budget_ratio": c.budget().map(|b| b.ratio_value()),
+        }),
+    )
+}
+
+fn fault(faults: &FaultInjector) -> Value {
+    let m = faults.metrics();
+    let c = faults.config();
+    instance(
+        "fault",
+        faults.name(),
+        "ready",
+        json!({
+            "draws": m.number_of_draws(),
+            "injected_latencies": m.number_of_injected_latencies(),
+            "injected_errors": m.number_of_injected_errors(),
+            "injected_refusals": m.number_of_injected_refusals(),
+        }),
+        json!({
+            "latency_rate": c.latency_rate(),
+            "latency": duration(c.latency()),
+            "error_rate": c.error_rate(),
+            "refusal_rate": c.refusal_rate(),
+            "seed": c.seed(),
         }),
     )
 }

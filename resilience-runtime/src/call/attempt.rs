@@ -171,7 +171,7 @@ pub(super) fn attempted<R>(judge: &impl Judge<R>, result: &Result<R, Rejected>) 
     match result {
         Ok(result) => judge.attempted(result),
         Err(rejected) => Attempted::Refused {
-            timed_out: matches!(rejected, Rejected::TimedOut { .. }),
+            failure: rejected.is_failure(),
         },
     }
 }

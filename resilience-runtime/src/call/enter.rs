@@ -247,7 +247,8 @@ impl Plan {
     /// through it, `Err` to refuse the call.
     #[cold]
     pub(super) fn admit_reentry(&self, step: &Step) -> Result<bool, Rejected> {
-        if !chain_holds(step.id()) {
+        // Faults are drawn per call to the dependency: a nested call draws again.
+        if !step.reenters() || !chain_holds(step.id()) {
             return Ok(true);
         }
         match self.policy() {

@@ -3,6 +3,8 @@
 use crate::bulkhead::{Bulkhead, BulkheadPermit};
 use crate::circuit_breaker::{CircuitBreaker, CircuitPermit};
 use crate::error::Rejected;
+use crate::fault::FaultInjector;
+use crate::gate::FaultPermit;
 use crate::gate::RatePermit;
 use crate::gate::{Entry, Gate, Permit};
 use crate::outcome::CallOutcome;
@@ -18,6 +20,7 @@ pub(crate) struct Held<'a> {
     bulkhead: Option<BulkheadPermit<'a>>,
     rate_limiter: Option<RatePermit<'a>>,
     breaker: Option<CircuitPermit<'a>>,
+    fault: Option<FaultPermit>,
     /// The plan's order of the gate kinds, set as the call starts entering the plan: the
     /// order the slots are released in, innermost first, whichever of them are held.
     order: GateOrder,
@@ -60,12 +63,20 @@ impl HeldSlot for CircuitBreaker {
     }
 }
 
+impl HeldSlot for FaultInjector {
+    #[inline(always)]
+    fn slot<'h, 'a>(held: &'h mut Held<'a>) -> &'h mut Option<FaultPermit> {
+        &mut held.fault
+    }
+}
+
 impl<'a> Held<'a> {
     pub(crate) const fn new() -> Self {
         Held {
             bulkhead: None,
             rate_limiter: None,
             breaker: None,
+            fault: None,
             order: GateOrder::EMPTY,
         }
     }
@@ -88,6 +99,7 @@ impl<'a> Held<'a> {
                 GateKind::Bulkhead => lane.bulkhead = self.bulkhead.take(),
                 GateKind::RateLimiter => lane.rate_limiter = self.rate_limiter.take(),
                 GateKind::CircuitBreaker => lane.breaker = self.breaker.take(),
+                GateKind::Fault => lane.fault = self.fault.take(),
             }
         }
         lane
@@ -121,9 +133,10 @@ impl<'a> Held<'a> {
             bulkhead,
             rate_limiter,
             breaker,
+            fault,
             order: _,
         } = self;
-        bulkhead.is_none() && rate_limiter.is_none() && breaker.is_none()
+        bulkhead.is_none() && rate_limiter.is_none() && breaker.is_none() && fault.is_none()
     }
 
     /// The number of gates held.
@@ -138,6 +151,7 @@ impl<'a> Held<'a> {
             GateKind::Bulkhead => self.bulkhead.as_ref().map(Permit::instance_id),
             GateKind::RateLimiter => self.rate_limiter.as_ref().map(Permit::instance_id),
             GateKind::CircuitBreaker => self.breaker.as_ref().map(Permit::instance_id),
+            GateKind::Fault => self.fault.as_ref().map(Permit::instance_id),
         })
     }
 
@@ -223,6 +237,7 @@ impl<'a> Held<'a> {
             GateKind::Bulkhead => finish(self.bulkhead.take(), end),
             GateKind::RateLimiter => finish(self.rate_limiter.take(), end),
             GateKind::CircuitBreaker => finish(self.breaker.take(), end),
+            GateKind::Fault => finish(self.fault.take(), end),
         }
     }
 }

@@ -87,15 +87,16 @@ impl CircuitPermit<'_> {
 
     /// The call was rejected further in by another guard (a bulkhead inside this breaker): a
     /// failure if the configuration's `record_rejections` is set; otherwise nothing is recorded
-    /// and a half-open probe is given back. A [`Rejected::TimedOut`] is always a failure: a time
-    /// limiter inside the breaker cut off a call to the dependency that took too long.
+    /// and a half-open probe is given back. A [`Rejected::TimedOut`] is always a failure (a time
+    /// limiter inside the breaker cut off a call to the dependency that took too long), and so
+    /// is an injected error (a fault standing for the dependency's).
     pub fn record_rejected(self, rejection: &Rejected) {
-        let timed_out = matches!(rejection, Rejected::TimedOut { .. });
-        let finish = if timed_out || self.shared.record_rejections.load(Ordering::Relaxed) {
-            Finish::Failure
-        } else {
-            Finish::GiveBack
-        };
+        let finish =
+            if rejection.is_failure() || self.shared.record_rejections.load(Ordering::Relaxed) {
+                Finish::Failure
+            } else {
+                Finish::GiveBack
+            };
         self.finish(finish);
     }
 

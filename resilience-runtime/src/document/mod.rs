@@ -27,7 +27,7 @@ use crate::name::Name;
 use crate::plan::ReentrancyPolicy;
 use keys::{settings, KeySeed, NameSeed, Table};
 use raw::{
-    BulkheadSettings, CircuitBreakerSettings, HedgeSettings, PrecedenceSettings,
+    BulkheadSettings, CircuitBreakerSettings, FaultSettings, HedgeSettings, PrecedenceSettings,
     RateLimiterSettings, RedisSettings, RetrySettings, TimeLimiterSettings,
 };
 
@@ -40,6 +40,7 @@ settings! {
         hedge: Section<HedgeSettings>,
         circuit_breaker: Section<CircuitBreakerSettings>,
         time_limiter: Section<TimeLimiterSettings>,
+        fault: Section<FaultSettings>,
         precedence: PrecedenceSettings,
         reentrancy_policy: ReentrancyPolicy,
         require_configured: bool,
@@ -153,6 +154,7 @@ kind!(RetrySettings, "the `[retry]` table");
 kind!(CircuitBreakerSettings, "the `[circuit_breaker]` table");
 kind!(HedgeSettings, "the `[hedge]` table");
 kind!(TimeLimiterSettings, "the `[time_limiter]` table");
+kind!(FaultSettings, "the `[fault]` table");
 
 impl<'de, S: Deserialize<'de> + Kind> Deserialize<'de> for Section<S> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

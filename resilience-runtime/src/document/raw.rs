@@ -12,6 +12,7 @@ use super::keys::{choice, settings, SetKeys};
 use crate::bulkhead::{AdaptiveLimit, BulkheadConfig, LimitAlgorithm};
 use crate::circuit_breaker::{CircuitBreakerConfig, CircuitState, WindowType};
 use crate::error::ConfigError;
+use crate::fault::FaultConfig;
 use crate::fleet::{Backend, FleetFallback};
 use crate::hedge::HedgeConfig;
 use crate::plan::ReentrancyPolicy;
@@ -827,6 +828,56 @@ impl Settings for TimeLimiterSettings {
 }
 
 settings! {
+    /// `[fault.configs.*]` and `[fault.instances.*]` (the error a fault makes is set in code).
+    pub(crate) struct FaultSettings ("fault settings") {
+        base_config: String,
+        latency_rate: f64,
+        latency: Dur,
+        error_rate: f64,
+        refusal_rate: f64,
+        seed: u64,
+    }
+}
+
+impl Settings for FaultSettings {
+    type Config = FaultConfig;
+
+    fn build(&self) -> Result<FaultConfig, ConfigError> {
+        let mut b = FaultConfig::builder();
+        if let Some(base) = base_of(&self.base_config) {
+            b = b.base(base);
+        }
+        match (self.latency_rate, self.latency) {
+            (Some(rate), Some(Dur(latency))) => b = b.latency(rate, latency),
+            (None, None) => {}
+            (Some(_), None) | (None, Some(_)) => {
+                return Err(ConfigError::new(
+                    "latency",
+                    "`latency_rate` and `latency` go together: give both (how often, how long)",
+                ))
+            }
+        }
+        if let Some(rate) = self.error_rate {
+            b = b.error_rate(rate);
+        }
+        if let Some(rate) = self.refusal_rate {
+            b = b.refusal(rate);
+        }
+        if let Some(seed) = self.seed {
+            b = b.seed(seed);
+        }
+        b.build()
+    }
+
+    fn keys_of(field: &'static str) -> &'static [&'static str] {
+        match field {
+            "latency" => &["latency", "latency_rate"],
+            _ => &[],
+        }
+    }
+}
+
+settings! {
     /// `[precedence]`: a number per aspect kind, lower runs first (outermost).
     pub(crate) struct PrecedenceSettings ("the precedence table") {
         bulkhead: i32,
@@ -835,6 +886,7 @@ settings! {
         hedge: i32,
         circuit_breaker: i32,
         time_limiter: i32,
+        fault: i32,
     }
 }
 
@@ -857,4 +909,5 @@ deserialize_through!(RateLimiterConfig, RateLimiterSettings);
 deserialize_through!(RetryConfig, RetrySettings);
 deserialize_through!(CircuitBreakerConfig, CircuitBreakerSettings);
 deserialize_through!(HedgeConfig, HedgeSettings);
+deserialize_through!(FaultConfig, FaultSettings);
 deserialize_through!(TimeLimiterConfig, TimeLimiterSettings);

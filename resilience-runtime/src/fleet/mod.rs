@@ -104,6 +104,7 @@ impl HasBackend for crate::RetryConfig {}
 impl HasBackend for crate::CircuitBreakerConfig {}
 impl HasBackend for crate::TimeLimiterConfig {}
 impl HasBackend for crate::HedgeConfig {}
+impl HasBackend for crate::FaultConfig {}
 
 impl HasBackend for crate::RateLimiterConfig {
     fn backend_mut(&mut self) -> Option<&mut Backend> {

@@ -410,8 +410,8 @@ impl Hedging<'_> {
         let (acceptable, hedged_on) = match ended.attempted {
             Attempted::Succeeded => (true, false),
             Attempted::Failed | Attempted::NotRetried => (!ended.hedge_on, ended.hedge_on),
-            Attempted::Refused { timed_out: true } => (false, true),
-            Attempted::Refused { timed_out: false } => (false, false),
+            Attempted::Refused { failure: true } => (false, true),
+            Attempted::Refused { failure: false } => (false, false),
         };
         if !acceptable {
             if hedged_on && repeatable && self.try_start() {

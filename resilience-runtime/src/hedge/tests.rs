@@ -62,7 +62,7 @@ fn reconfiguring_keeps_the_instance_and_its_counters() {
 fn a_refusal_ends_the_call_only_when_no_other_attempt_runs() {
     let registry = Registry::new();
     let hedge = registry.hedge("search");
-    let refused = ended(Attempted::Refused { timed_out: false });
+    let refused = ended(Attempted::Refused { failure: false });
     let mut call = hedge.begin(false);
     assert_eq!(call.settle(refused, 2, 1, true), Settle::Wait);
     assert_eq!(call.settle(refused, 1, 0, true), Settle::Ends);
@@ -75,7 +75,7 @@ fn a_failure_or_a_time_out_starts_another_attempt_until_none_is_left() {
     let registry = Registry::new();
     let hedge = registry.hedge("search");
     let mut call = hedge.begin(false);
-    let timed_out = ended(Attempted::Refused { timed_out: true });
+    let timed_out = ended(Attempted::Refused { failure: true });
     assert_eq!(call.settle(timed_out, 1, 0, true), Settle::Another);
     assert_eq!(
         call.settle(ended(Attempted::Failed), 2, 0, true),

@@ -11,13 +11,14 @@ use crate::bulkhead::{Bulkhead, BulkheadConfig};
 use crate::circuit_breaker::{CircuitBreaker, CircuitBreakerConfig};
 use crate::document::keys::SetKeys;
 use crate::document::raw::{
-    BulkheadSettings, CircuitBreakerSettings, HedgeSettings, PrecedenceSettings,
+    BulkheadSettings, CircuitBreakerSettings, FaultSettings, HedgeSettings, PrecedenceSettings,
     RateLimiterSettings, RetrySettings, Settings, TimeLimiterSettings,
 };
 use crate::document::{
     Change, ChangeKind, Changes, ConfigDocument, DocumentError, DocumentSettings, Section, Setting,
 };
 use crate::error::ConfigError;
+use crate::fault::{FaultConfig, FaultInjector};
 use crate::fleet::Connection;
 use crate::hedge::{Hedge, HedgeConfig};
 use crate::name::Name;
@@ -233,6 +234,7 @@ documented! {
     Hedge, HedgeSettings, hedge;
     CircuitBreaker, CircuitBreakerSettings, circuit_breaker;
     TimeLimiter, TimeLimiterSettings, time_limiter;
+    FaultInjector, FaultSettings, fault;
 }
 
 /// Walks [`aspect_table!`]: every kind's section resolved, then installed; and the

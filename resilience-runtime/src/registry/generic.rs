@@ -11,6 +11,7 @@ use crate::bulkhead::{Bulkhead, BulkheadConfig};
 use crate::circuit_breaker::{CircuitBreaker, CircuitBreakerConfig};
 use crate::clock::Clock;
 use crate::error::ConfigError;
+use crate::fault::{FaultConfig, FaultInjector};
 use crate::hedge::{Hedge, HedgeConfig};
 use crate::name::Name;
 use crate::rate_limiter::{RateLimiter, RateLimiterConfig};
@@ -318,4 +319,11 @@ aspect_table!(registered);
 /// closure cannot be.
 pub(super) trait EachKind {
     fn kind<I: Registered>(&mut self);
+}
+
+impl Kinds {
+    /// The effective fault configuration of `name`, for the plans that take its faults.
+    pub(super) fn faults_of(&self, name: &str) -> FaultConfig {
+        self.faults.effective(name)
+    }
 }

@@ -125,6 +125,8 @@ struct State {
     /// Whether resolving a name without a configuration of its own is an error
     /// ([`Registry::set_require_configured`]).
     require_configured: bool,
+    /// Whether faults are injected ([`Registry::allow_fault_injection`]); code alone sets it.
+    faults_allowed: bool,
     /// The aspects whose precedence the last document applied set, and whether it set the
     /// re-entrancy policy: what the next document returns to the default if it leaves out.
     #[cfg(feature = "serde")]
@@ -140,6 +142,27 @@ impl State {
     /// Whether the instance of `guard` has a configuration of its own.
     fn configures(&self, guard: &Guard<'_>) -> bool {
         self.kinds.is_configured(guard.aspect(), guard.name())
+    }
+
+    /// The fault injectors a plan of `guards` takes by itself: one for each name among them
+    /// whose faults inject something, when the registry allows fault injection, unless the
+    /// list names it already.
+    fn injected_faults<'g>(&self, guards: &[Guard<'g>]) -> Vec<Guard<'g>> {
+        if !self.faults_allowed {
+            return Vec::new();
+        }
+        let mut faults: Vec<Guard<'g>> = Vec::new();
+        for guard in guards {
+            let name = guard.name();
+            let listed = guards
+                .iter()
+                .chain(&faults)
+                .any(|g| g.aspect() == Aspect::Fault && g.name() == name);
+            if !listed && self.kinds.faults_of(name).injects() {
+                faults.push(Guard::fault(name));
+            }
+        }
+        faults
     }
 }
 
@@ -177,6 +200,7 @@ impl Registry {
                 precedence: Precedence::new(),
                 reentrancy: ReentrancyPolicy::default(),
                 require_configured: false,
+                faults_allowed: false,
                 #[cfg(feature = "serde")]
                 precedence_from_document: Vec::new(),
                 #[cfg(feature = "serde")]
@@ -345,6 +369,35 @@ impl Registry {
         });
     }
 
+    /// Lets this registry inject the faults configured for its instance names
+    /// ([`configure_fault`](Self::configure_fault), or `[fault]` in a configuration file):
+    /// from then on a plan holding a guard named `name` also holds the faults of `name`, innermost
+    /// by default (precedence 650). Off by default, and only code turns it on: a configuration
+    /// file cannot, so a release build injects nothing it was not built to.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use resilience_runtime::{FaultConfig, Guard, Registry, Rejected};
+    ///
+    /// let registry = Registry::new();
+    /// registry.configure_fault("orders", FaultConfig::builder().refusal(1.0).build()?)?;
+    /// let plan = registry.plan(&[Guard::bulkhead("orders")])?;
+    /// assert_eq!(plan.call(|| Ok::<_, Rejected>(1)), Ok(1), "not allowed: nothing injected");
+    ///
+    /// registry.allow_fault_injection();
+    /// let plan = registry.plan(&[Guard::bulkhead("orders")])?;
+    /// assert!(matches!(plan.call(|| Ok::<_, Rejected>(1)), Err(Rejected::Injected { .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn allow_fault_injection(&self) {
+        self.set_switch(|state| state.faults_allowed = true);
+    }
+
+    /// Whether this registry injects faults ([`allow_fault_injection`](Self::allow_fault_injection)).
+    pub fn fault_injection_allowed(&self) -> bool {
+        self.read().faults_allowed
+    }
+
     /// Sets a registry-wide switch in code, `set` also marking it as not from a document (so
     /// that a later document leaving its key out keeps it), and moves the generation.
     fn set_switch(&self, set: impl FnOnce(&mut State)) {
@@ -506,7 +559,7 @@ impl Registry {
     /// the registry requires one: judged under the same lock as the plan's policy and
     /// generation, with nothing interned for it.
     fn try_resolve_plan<'g>(&self, guards: &'g [Guard<'g>]) -> Result<Plan, Missing<'g>> {
-        let (precedence, policy, generation) = {
+        let (precedence, policy, generation, faults) = {
             let state = self.read();
             let generation = self.generation();
             if state.require_configured {
@@ -518,9 +571,14 @@ impl Registry {
                     });
                 }
             }
-            (state.precedence, state.reentrancy, generation)
+            (
+                state.precedence,
+                state.reentrancy,
+                generation,
+                state.injected_faults(guards),
+            )
         };
-        let mut sorted: Vec<&Guard<'_>> = guards.iter().collect();
+        let mut sorted: Vec<&Guard<'_>> = guards.iter().chain(&faults).collect();
         precedence.sort(&mut sorted, |g| g.aspect());
         let mut plan = Plan::empty(generation, policy);
         for guard in sorted {
@@ -536,6 +594,7 @@ impl Registry {
                     plan.push_wrapper(Wrapper::TimeLimiter(self.time_limiter(name)));
                 }
                 Aspect::Hedge => plan.push_wrapper(Wrapper::Hedge(self.hedge(name))),
+                Aspect::Fault => plan.push(Step::Fault(self.fault(name))),
             }
         }
         // The generation was read before the instances: if the configuration changed in

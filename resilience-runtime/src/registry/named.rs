@@ -7,6 +7,7 @@ use super::Registry;
 use crate::bulkhead::{Bulkhead, BulkheadConfig};
 use crate::circuit_breaker::{CircuitBreaker, CircuitBreakerConfig};
 use crate::error::ConfigError;
+use crate::fault::{FaultConfig, FaultInjector};
 use crate::hedge::{Hedge, HedgeConfig};
 use crate::name::Name;
 use crate::rate_limiter::{RateLimiter, RateLimiterConfig};
@@ -213,6 +214,45 @@ impl Registry {
     /// [`config`](Self::config) for a hedge: the effective configuration of `name`.
     pub fn hedge_config(&self, name: &str) -> HedgeConfig {
         self.config::<Hedge>(name)
+    }
+
+    // ----- fault injectors -----
+
+    /// [`instance`](Self::instance) for a fault injector: the faults of `name`, made on first use.
+    pub fn fault(&self, name: &str) -> Arc<FaultInjector> {
+        self.instance(name)
+    }
+
+    /// [`configure`](Self::configure) for a fault injector.
+    ///
+    /// # Errors
+    ///
+    /// As [`configure`](Self::configure).
+    pub fn configure_fault(
+        &self,
+        name: impl Into<Name>,
+        config: FaultConfig,
+    ) -> Result<(), ConfigError> {
+        self.configure::<FaultInjector>(name, config)
+    }
+
+    /// [`configure_default`](Self::configure_default) for a fault injector.
+    ///
+    /// # Errors
+    ///
+    /// As [`configure_default`](Self::configure_default).
+    pub fn configure_default_fault(&self, config: FaultConfig) -> Result<(), ConfigError> {
+        self.configure_default::<FaultInjector>(config)
+    }
+
+    /// [`instances`](Self::instances) for fault injectors: every one made so far, sorted by name.
+    pub fn fault_injectors(&self) -> Vec<Arc<FaultInjector>> {
+        self.instances()
+    }
+
+    /// [`config`](Self::config) for a fault injector: the effective configuration of `name`.
+    pub fn fault_config(&self, name: &str) -> FaultConfig {
+        self.config::<FaultInjector>(name)
     }
 
     // ----- circuit breakers -----

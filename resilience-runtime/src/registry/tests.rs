@@ -440,7 +440,8 @@ fn precedence_defaults_put_the_bulkhead_outermost() {
             Aspect::Retry,
             Aspect::Hedge,
             Aspect::CircuitBreaker,
-            Aspect::TimeLimiter
+            Aspect::TimeLimiter,
+            Aspect::Fault
         ]
     );
     assert_eq!(registry.precedence_of(Aspect::CircuitBreaker), 400);
@@ -523,6 +524,7 @@ fn a_plan_lists_its_wrappers_among_its_gates_in_precedence_order() {
     let plan = registry
         .plan(&[
             Guard::time_limiter("o"),
+            Guard::fault("o"),
             Guard::hedge("o"),
             Guard::circuit_breaker("o"),
             Guard::retry("o"),

@@ -242,8 +242,8 @@ impl Attempts<'_> {
                 });
                 return Next::Stop;
             }
-            Attempted::Failed | Attempted::Refused { timed_out: true } => true,
-            Attempted::Refused { timed_out: false } => config.retry_on_rejection(),
+            Attempted::Failed | Attempted::Refused { failure: true } => true,
+            Attempted::Refused { failure: false } => config.retry_on_rejection(),
             Attempted::NotRetried => false,
         };
         // A failure that asks for a wait longer than `max_retry_after` is not retried.

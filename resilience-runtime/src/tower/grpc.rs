@@ -70,7 +70,8 @@ mod status {
                 Rejected::Unconfigured { .. } => tonic::Status::internal(message),
                 Rejected::BulkheadFull { .. }
                 | Rejected::CallNotPermitted { .. }
-                | Rejected::WouldBlock { .. } => tonic::Status::unavailable(message),
+                | Rejected::WouldBlock { .. }
+                | Rejected::Injected { .. } => tonic::Status::unavailable(message),
             }
         }
     }
