@@ -127,6 +127,14 @@ pub enum Rejected {
     },
 }
 
+// Every guarded call moves a `Result<_, Rejected>`: a destructor in it (an `Arc` of an
+// injected error was one) put drop flags and drop calls on every async call's path, 10 to 30 ns
+// (BENCHMARKS.md, fault injection).
+const _: () = assert!(
+    !std::mem::needs_drop::<Rejected>(),
+    "a Rejected must not need dropping"
+);
+
 impl Rejected {
     /// The kind of guard that refused the call.
     pub fn aspect(&self) -> Aspect {
@@ -235,7 +243,7 @@ impl Rejected {
         match self {
             Rejected::Injected {
                 error: Some(error), ..
-            } => Some(&*error.0),
+            } => Some(error.0),
             _ => None,
         }
     }
@@ -251,19 +259,22 @@ impl Rejected {
 }
 
 /// An error [fault injection](crate::FaultConfig) made, carried by [`Rejected::Injected`]:
-/// shared, and equal only to itself.
-#[derive(Clone)]
-pub struct InjectedError(std::sync::Arc<dyn std::error::Error + Send + Sync>);
+/// made once per configuration and kept for the life of the process (as instance names are),
+/// so that a `Rejected` stays a value without a destructor, which every guarded call moves;
+/// equal only to itself.
+#[derive(Clone, Copy)]
+pub struct InjectedError(&'static (dyn std::error::Error + Send + Sync));
 
 impl InjectedError {
+    /// Keeps `error` for the life of the process.
     pub(crate) fn new(error: Box<dyn std::error::Error + Send + Sync>) -> Self {
-        InjectedError(std::sync::Arc::from(error))
+        InjectedError(Box::leak(error))
     }
 }
 
 impl PartialEq for InjectedError {
     fn eq(&self, other: &Self) -> bool {
-        std::sync::Arc::ptr_eq(&self.0, &other.0)
+        std::ptr::addr_eq(self.0, other.0)
     }
 }
 

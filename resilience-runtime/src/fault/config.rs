@@ -1,14 +1,10 @@
 //! [`FaultConfig`] and its builder.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::ConfigError;
+use crate::error::{ConfigError, InjectedError};
 use crate::name::Name;
-
-/// The user's function that makes an injected error, shared by every call it fails.
-pub(crate) type MakeError = Arc<dyn Fn() -> Box<dyn std::error::Error + Send + Sync> + Send + Sync>;
 
 /// Which faults are injected into the calls through an instance name, and how often. Built
 /// with [`FaultConfig::builder`], validated by [`FaultConfigBuilder::build`].
@@ -46,7 +42,7 @@ pub struct FaultConfig {
     latency_rate: Option<f64>,
     latency: Option<Duration>,
     error_rate: Option<f64>,
-    make_error: Option<MakeError>,
+    error: Option<InjectedError>,
     refusal_rate: Option<f64>,
     seed: Option<u64>,
 }
@@ -60,20 +56,15 @@ crate::config_debug::debug_effective!(FaultConfig {
 });
 
 impl PartialEq for FaultConfig {
-    /// The same rates, latency and seed, and the same error function (the same `Arc`).
+    /// The same rates, latency and seed, and the same error (the one value made for it).
     fn eq(&self, other: &Self) -> bool {
-        let same_error = match (&self.make_error, &other.make_error) {
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            (None, None) => true,
-            _ => false,
-        };
         self.base == other.base
             && self.latency_rate == other.latency_rate
             && self.latency == other.latency
             && self.error_rate == other.error_rate
             && self.refusal_rate == other.refusal_rate
             && self.seed == other.seed
-            && same_error
+            && self.error == other.error
     }
 }
 
@@ -116,9 +107,9 @@ impl FaultConfig {
             || self.refusal_rate() > 0.0
     }
 
-    /// The function that makes the injected error.
-    pub(crate) fn make_error(&self) -> Option<&MakeError> {
-        self.make_error.as_ref()
+    /// The injected error, if made by the user's function.
+    pub(crate) fn injected_error(&self) -> Option<InjectedError> {
+        self.error
     }
 
     /// The named configuration this one inherits unset fields from, if any.
@@ -134,7 +125,7 @@ impl FaultConfig {
             latency_rate: self.latency_rate.or(base.latency_rate),
             latency: self.latency.or(base.latency),
             error_rate: self.error_rate.or(base.error_rate),
-            make_error: self.make_error.clone().or_else(|| base.make_error.clone()),
+            error: self.error.or(base.error),
             refusal_rate: self.refusal_rate.or(base.refusal_rate),
             seed: self.seed.or(base.seed),
         };
@@ -204,14 +195,16 @@ impl FaultConfigBuilder {
     /// [`Rejected::Injected`](crate::Rejected::Injected) carrying it, which reaches the caller
     /// through its `From<Rejected>` (where
     /// [`injected_error`](crate::Rejected::injected_error) gives it back) and which the guards
-    /// around count as a failure of the call. Set in code only.
+    /// around count as a failure of the call. `make` is called once, here: the error is kept
+    /// for the life of the process and shared by every call it fails (build configurations
+    /// with errors at startup, not per request). Set in code only.
     pub fn error(
         mut self,
         rate: f64,
-        make: impl Fn() -> Box<dyn std::error::Error + Send + Sync> + Send + Sync + 'static,
+        make: impl FnOnce() -> Box<dyn std::error::Error + Send + Sync>,
     ) -> Self {
         self.config.error_rate = Some(rate);
-        self.config.make_error = Some(Arc::new(make));
+        self.config.error = Some(InjectedError::new(make()));
         self
     }
 

@@ -44,6 +44,8 @@ pub struct FaultInjector {
     latencies: AtomicU64,
     errors: AtomicU64,
     refusals: AtomicU64,
+    /// The error injected when the configuration gives none.
+    default_error: std::sync::OnceLock<InjectedError>,
 }
 
 /// What one draw injects.
@@ -98,6 +100,7 @@ impl FaultInjector {
             latencies: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             refusals: AtomicU64::new(0),
+            default_error: std::sync::OnceLock::new(),
         }
     }
 
@@ -219,16 +222,22 @@ impl FaultInjector {
         let error = match draw {
             Draw::Run(_) => return Ok(()),
             Draw::Refusal(_) => None,
-            Draw::Error(_) => Some(match self.config.load().make_error() {
-                Some(make) => InjectedError::new(make()),
-                None => {
-                    InjectedError::new(format!("an error injected by fault `{}`", self.name).into())
-                }
-            }),
+            Draw::Error(_) => Some(self.own_error()),
         };
         Err(Rejected::Injected {
             name: self.name.clone(),
             error,
+        })
+    }
+
+    /// The configuration's error, or this injector's own (made once, at the first error it
+    /// injects without one).
+    fn own_error(&self) -> InjectedError {
+        if let Some(error) = self.config.load().injected_error() {
+            return error;
+        }
+        *self.default_error.get_or_init(|| {
+            InjectedError::new(format!("an error injected by fault `{}`", self.name).into())
         })
     }
 
