@@ -3,18 +3,20 @@
 //! paused clock (virtual time: a run of seconds takes a fraction of one, and the same seed
 //! gives the same figures).
 //!
-//! Calls arrive open-loop, at a fixed rate whatever the calls' latency. Each attempt draws its
-//! own latency (seeded by the call and the attempt's number), so a hedge's second attempt is
-//! an independent draw, as a request sent to another replica is. Two tails are run: the usual
-//! one, where hedging cuts the p99 of successes, and an incident's, where a third of the
-//! attempts are slow and the hedge's budget keeps the extra attempts under its ratio.
+//! Calls arrive open-loop, at a fixed rate whatever the calls' latency. The dependency's own
+//! latency is written here (jitter seeded by the call and the attempt's number); its slow tail
+//! is the registry's [fault injection](resilience_runtime::FaultConfig), a latency injected
+//! into the attempts through the real guards, so a hedge's second attempt draws again, as a
+//! request sent to another replica does. Two tails are run: the usual one, where hedging cuts
+//! the p99 of successes, and an incident's, where a third of the attempts are slow and the
+//! hedge's budget keeps the extra attempts under its ratio.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use resilience_runtime::{Guard, HedgeConfig, Registry, Rejected, RetryBudget};
+use resilience_runtime::{FaultConfig, Guard, HedgeConfig, Registry, Rejected, RetryBudget};
 
 use super::rng::SplitMix64;
 
@@ -30,7 +32,8 @@ pub struct SlowTailConfig {
     pub rate: u32,
     /// An attempt's usual latency (each draws 0.75 to 1.25 times it).
     pub latency: Duration,
-    /// How many times slower a slow attempt is.
+    /// How many times slower a slow attempt is: the latency injected into it is this many
+    /// times `latency`, less one.
     pub slow_factor: u32,
     /// The hedge's delay.
     pub delay: Duration,
@@ -71,7 +74,7 @@ pub struct SlowTailRun {
     pub p99: Duration,
     /// See `p50`.
     pub p999: Duration,
-    /// Attempts the dependency received.
+    /// Attempts made (each drew its fault once), the dependency's load.
     pub attempts: u64,
     /// Extra attempts the budget refused.
     pub over_budget: u64,
@@ -99,24 +102,17 @@ impl From<Rejected> for LookupError {
 struct Lookup {
     id: u64,
     attempts: Arc<AtomicU32>,
-    sent: Arc<AtomicU64>,
-    tail: f64,
     config: SlowTailConfig,
 }
 
 impl Lookup {
-    /// One attempt at the dependency: its latency drawn from the call and its number.
+    /// One attempt at the dependency, once the faults let it run: its usual latency, with a
+    /// jitter drawn from the call and the attempt's number.
     async fn attempt(&self) -> Result<u64, LookupError> {
         let number = self.attempts.fetch_add(1, Ordering::Relaxed);
-        self.sent.fetch_add(1, Ordering::Relaxed);
         let mut rng = SplitMix64::for_stream(self.config.seed, (self.id << 8) | u64::from(number));
         let jitter = rng.uniform(0.75, 1.25);
-        let slow = if rng.chance(self.tail) {
-            f64::from(self.config.slow_factor)
-        } else {
-            1.0
-        };
-        tokio::time::sleep(self.config.latency.mul_f64(jitter * slow)).await;
+        tokio::time::sleep(self.config.latency.mul_f64(jitter)).await;
         Ok(self.id)
     }
 }
@@ -134,10 +130,22 @@ pub fn run(config: &SlowTailConfig) -> Vec<SlowTailRun> {
 
 /// One layout on one tail. Each run has a registry of its own: the budget counts its seconds on
 /// the operating system's coarse clock, which tokio's paused clock does not move, so runs that
-/// shared an instance would share one window of real time. The hedge is a plan of that
-/// registry; `#[hedge(name = "lookup", registry = ..)]` on the handler is the same call.
+/// shared an instance would share one window of real time. The calls are plans of that
+/// registry (`#[hedge(name = "lookup", registry = ..)]` on the handler is the same call); the
+/// plan without the hedge names the faults alone.
 fn run_one(config: &SlowTailConfig, layout: &'static str, tail: f64) -> SlowTailRun {
     let registry = Registry::new();
+    registry.allow_fault_injection();
+    registry
+        .configure_fault(
+            LOOKUP,
+            FaultConfig::builder()
+                .latency(tail, config.latency * config.slow_factor.saturating_sub(1))
+                .seed(config.seed)
+                .build()
+                .expect("valid faults"),
+        )
+        .expect("the faults are configured");
     registry
         .configure_hedge(
             LOOKUP,
@@ -149,17 +157,17 @@ fn run_one(config: &SlowTailConfig, layout: &'static str, tail: f64) -> SlowTail
                 .expect("a valid hedge"),
         )
         .expect("the hedge is configured");
-    let plan = Arc::new(
-        registry
-            .plan(&[Guard::hedge(LOOKUP)])
-            .expect("a plan of the hedge"),
-    );
+    let guard = if layout == "hedge" {
+        Guard::hedge(LOOKUP)
+    } else {
+        Guard::fault(LOOKUP)
+    };
+    let plan = Arc::new(registry.plan(&[guard]).expect("a plan of the lookup"));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
         .expect("a runtime");
-    let sent = Arc::new(AtomicU64::new(0));
     let mut latencies = runtime.block_on(async {
         let start = tokio::time::Instant::now();
         let gap = Duration::from_secs(1) / config.rate;
@@ -169,22 +177,17 @@ fn run_one(config: &SlowTailConfig, layout: &'static str, tail: f64) -> SlowTail
             let call = Lookup {
                 id,
                 attempts: Arc::new(AtomicU32::new(0)),
-                sent: Arc::clone(&sent),
-                tail,
                 config: *config,
             };
             let plan = Arc::clone(&plan);
             calls.push(tokio::spawn(async move {
                 let began = tokio::time::Instant::now();
-                let answer = if layout == "hedge" {
-                    plan.call_async(|| {
+                let answer = plan
+                    .call_async(|| {
                         let call = call.clone();
                         async move { call.attempt().await }
                     })
-                    .await
-                } else {
-                    call.attempt().await
-                };
+                    .await;
                 answer.ok().map(|_| began.elapsed())
             }));
         }
@@ -209,7 +212,7 @@ fn run_one(config: &SlowTailConfig, layout: &'static str, tail: f64) -> SlowTail
         p50: at(0.50),
         p99: at(0.99),
         p999: at(0.999),
-        attempts: sent.load(Ordering::Relaxed),
+        attempts: registry.fault(LOOKUP).metrics().number_of_draws(),
         over_budget: hedge.number_of_hedges_over_budget(),
     }
 }
