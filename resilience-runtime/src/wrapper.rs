@@ -69,12 +69,19 @@ pub(crate) trait WrapCall<'w> {
         Poll::Pending
     }
 
-    /// A wrapper that [overlaps](Wrap::overlaps): run number `attempt` (1 for the first) ended
-    /// as `ended` while `others` runs go on: whether the call ends with it, starts another run
-    /// at once, or waits for the others. Asked of no other wrapper (the engine runs theirs one
-    /// at a time, and asks [`after`](Self::after)).
-    fn settle(&mut self, ended: Ended, attempt: u32, others: usize, repeatable: bool) -> Settle {
-        let _ = (ended, attempt, others, repeatable);
+    /// A wrapper that [overlaps](Wrap::overlaps): the reading a run starting now starts at,
+    /// if the wrapper learns from its runs' latencies (a hedge's percentile delay).
+    fn run_starts(&self) -> Option<u64> {
+        None
+    }
+
+    /// A wrapper that [overlaps](Wrap::overlaps): run number `attempt` (1 for the first),
+    /// started at `started` (its [`run_starts`](Self::run_starts)), ended as `ended` while
+    /// `others` runs go on: whether the call ends with it, starts another run at once, or
+    /// waits for the others. Asked of no other wrapper (the engine runs theirs one at a time,
+    /// and asks [`after`](Self::after)).
+    fn settle(&mut self, ended: Ended, run: Run, others: usize, repeatable: bool) -> Settle {
+        let _ = (ended, run, others, repeatable);
         unreachable!("the engine settles the runs of a wrapper that overlaps only")
     }
 
@@ -131,6 +138,14 @@ pub(crate) enum Next {
     Stop,
     /// Wait this long, then make the next attempt.
     RetryAfter(Duration),
+}
+
+/// One run of a wrapper whose runs overlap, as it ended: its number (1 for the first) and the
+/// reading it started at, if the wrapper asked for one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Run {
+    pub(crate) attempt: u32,
+    pub(crate) started: Option<u64>,
 }
 
 /// What a call through a wrapper whose runs overlap does when one run ends.
@@ -232,8 +247,13 @@ impl<'w> WrapCall<'w> for WrapperCall<'w> {
     }
 
     #[inline]
-    fn settle(&mut self, ended: Ended, attempt: u32, others: usize, repeatable: bool) -> Settle {
-        match_wrapper_call!(self, c => c.settle(ended, attempt, others, repeatable))
+    fn settle(&mut self, ended: Ended, run: Run, others: usize, repeatable: bool) -> Settle {
+        match_wrapper_call!(self, c => c.settle(ended, run, others, repeatable))
+    }
+
+    #[inline]
+    fn run_starts(&self) -> Option<u64> {
+        match_wrapper_call!(self, c => c.run_starts())
     }
 
     #[inline]

@@ -395,6 +395,7 @@ fn a_configuration_file_configures_a_hedge_and_refuses_a_bad_one() {
             r#"
             [hedge.instances.search]
             delay = "40ms"
+            delay_percentile = 95.0
             max_hedged_attempts = 2
             budget_ratio = 0.1
             "#,
@@ -403,6 +404,7 @@ fn a_configuration_file_configures_a_hedge_and_refuses_a_bad_one() {
     let config = registry.hedge("search").config();
     assert_eq!(config.delay(), Duration::from_millis(40));
     assert_eq!(config.max_hedged_attempts(), 2);
+    assert_eq!(config.delay_percentile(), Some(95.0));
     assert_eq!(config.budget().map(|b| b.ratio_value()), Some(0.1));
 
     let err = registry
@@ -715,4 +717,38 @@ fn the_losers_half_open_permits_are_given_back_unrecorded() {
     let answered: Result<u32, SearchError> = plan.call(|| Ok(1));
     assert_eq!(answered, Ok(1));
     assert_eq!(breaker.state(), resilience_runtime::CircuitState::Closed);
+}
+
+#[test]
+fn a_percentile_delay_follows_the_latencies_of_the_attempts_that_won() {
+    let config = HedgeConfig::builder()
+        .delay(Duration::from_millis(50))
+        .delay_percentile(90.0)
+        .build()
+        .unwrap();
+    let (registry, clock) = registry(config);
+    let plan = registry.plan(&GUARDS).unwrap();
+    let dependency = Dependency::default();
+    // Until 20 latencies are seen, the fixed delay.
+    for n in 1..=HedgeConfig::MIN_LATENCIES as usize {
+        let mut call = pin!(plan.call_async(|| dependency.attempt()));
+        assert!(poll(call.as_mut()).is_pending());
+        clock.advance(Duration::from_millis(10));
+        dependency.answer(n, Ok(1));
+        assert_eq!(poll(call.as_mut()), Poll::Ready(Ok(1)));
+    }
+    let delay = registry.hedge("search").metrics().current_hedge_delay();
+    assert!(
+        delay >= Duration::from_millis(10) && delay < Duration::from_millis(13),
+        "the p90 of 10 ms attempts: {delay:?}"
+    );
+    // The next call is hedged at the percentile, not at 50 ms.
+    let made = dependency.made();
+    let mut call = pin!(plan.call_async(|| dependency.attempt()));
+    assert!(poll(call.as_mut()).is_pending());
+    clock.advance(Duration::from_millis(13));
+    assert!(poll(call.as_mut()).is_pending());
+    assert_eq!(dependency.made(), made + 2, "hedged at the percentile");
+    dependency.answer(made + 2, Ok(2));
+    assert_eq!(poll(call.as_mut()), Poll::Ready(Ok(2)));
 }

@@ -551,6 +551,8 @@ fn hedge(hedge: &Hedge) -> Value {
         }),
         json!({
             "delay": duration(c.delay()),
+            "delay_percentile": c.delay_percentile(),
+            "current_delay": duration(m.current_hedge_delay()),
             "max_hedged_attempts": c.max_hedged_attempts(),
             "budget_ratio": c.budget().map(|b| b.ratio_value()),
         }),

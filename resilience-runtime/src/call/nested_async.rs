@@ -24,7 +24,7 @@ use super::chain::{drop_in_place, on_chain, poll_in_place};
 use super::held::{Held, HeldSlot};
 use crate::error::Rejected;
 use crate::plan::{match_step, Plan};
-use crate::wrapper::{Expired, Next, Settle, Sleep, WrapCall, WrapperCall};
+use crate::wrapper::{Expired, Next, Run, Settle, Sleep, WrapCall, WrapperCall};
 
 /// Where the nested model takes over an async call whose first attempt ran flat.
 pub(super) enum Resume<'a> {
@@ -202,6 +202,8 @@ struct Lanes<'a> {
 struct Lane<'a> {
     /// The run's number (1 for the call's first).
     number: u32,
+    /// The reading it started at, if the hedge learns from its runs' latencies.
+    started: Option<u64>,
     /// Where its future is: 0 the call's own place, `n` the spare place `n - 1`.
     slot: usize,
     held: Held<'a>,
@@ -248,7 +250,7 @@ impl<'a> Level<'a> {
                     next: 2,
                     inside: index + 1,
                 };
-                lanes.start(plan);
+                lanes.start(plan, &call);
                 (index, State::Hedging { call, lanes })
             }
             Resume::Again { index, call, wait } => {
@@ -270,6 +272,7 @@ impl<'a> Level<'a> {
                 let inside = plan.segment(outer + 1).gates.start;
                 let first = Lane {
                     number: 1,
+                    started: call.run_starts(),
                     slot: 0,
                     held: held.split_off(&plan.steps()[inside..]),
                     level,
@@ -342,16 +345,14 @@ impl<'a> Level<'a> {
                             self.state = match segment.wrapper {
                                 None => State::Calling { polled: false },
                                 Some(wrapper) if wrapper.overlaps() => {
+                                    let call = wrapper.begin(false);
                                     let mut lanes = Lanes {
                                         running: Vec::new(),
                                         next: 1,
                                         inside: self.index + 1,
                                     };
-                                    lanes.start(plan);
-                                    State::Hedging {
-                                        call: wrapper.begin(false),
-                                        lanes,
-                                    }
+                                    lanes.start(plan, &call);
+                                    State::Hedging { call, lanes }
                                 }
                                 Some(wrapper) => State::Wrapping {
                                     call: wrapper.begin(false),
@@ -469,14 +470,16 @@ where
 }
 
 impl<'a> Lanes<'a> {
-    /// Starts the next run, in the first place for a call's future no running lane uses.
-    fn start(&mut self, plan: &Plan) {
+    /// Starts the next run (of the hedge's call `call`), in the first place for a call's
+    /// future no running lane uses.
+    fn start(&mut self, plan: &Plan, call: &WrapperCall<'_>) {
         let running = &self.running;
         let slot = (0..=running.len())
             .find(|slot| running.iter().all(|lane| lane.slot != *slot))
             .unwrap_or(running.len());
         self.running.push(Lane {
             number: self.next,
+            started: call.run_starts(),
             slot,
             held: Held::lane(plan.order()),
             level: Level::fresh(plan, self.inside),
@@ -517,7 +520,11 @@ impl<'a> Lanes<'a> {
                 let lane = self.running.remove(i);
                 let others = self.running.len();
                 let repeatable = run.attempt.repeatable();
-                match call.settle(ended(run.judge, &result), lane.number, others, repeatable) {
+                let ran = Run {
+                    attempt: lane.number,
+                    started: lane.started,
+                };
+                match call.settle(ended(run.judge, &result), ran, others, repeatable) {
                     Settle::Ends => {
                         for loser in self.running.drain(..) {
                             cancel_lane(loser, run);
@@ -526,7 +533,7 @@ impl<'a> Lanes<'a> {
                     }
                     Settle::Another => {
                         drop(lane);
-                        self.start(plan);
+                        self.start(plan, call);
                     }
                     Settle::Wait => {}
                 }
@@ -536,7 +543,7 @@ impl<'a> Lanes<'a> {
                 return Poll::Pending;
             }
             ready!(call.poll_another(cx));
-            self.start(plan);
+            self.start(plan, call);
         }
     }
 }

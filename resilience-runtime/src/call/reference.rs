@@ -28,7 +28,7 @@ use crate::error::Rejected;
 use crate::gate::Entry;
 use crate::outcome::CallOutcome;
 use crate::plan::{match_step, Layer, Plan, ReentrancyPolicy, Step};
-use crate::wrapper::{Expired, Next, Settle, WrapCall, WrapperCall};
+use crate::wrapper::{Expired, Next, Run, Settle, WrapCall, WrapperCall};
 
 /// [`Plan::run`] (or, `once`, a call that can be made once), the reference way. Waits block
 /// the thread.
@@ -249,11 +249,11 @@ where
     <A::Output as Future>::Output: Send,
     J: Judge<<A::Output as Future>::Output> + Sync,
 {
-    type Run<'f, R> = Boxed<'f, (u32, Result<R, Rejected>)>;
+    type Going<'f, R> = Boxed<'f, (Run, Result<R, Rejected>)>;
     /// The runs still going, dropped with the call's permits on the chain.
     struct Runs<'h, 'a, 'f, R> {
         outer: &'h Held<'a>,
-        runs: Vec<Run<'f, R>>,
+        runs: Vec<Going<'f, R>>,
     }
     impl<R> Drop for Runs<'_, '_, '_, R> {
         fn drop(&mut self) {
@@ -266,39 +266,39 @@ where
     let attempt: &mut (dyn Attempt<Output = A::Output> + Send) = attempt;
     let shared = std::sync::Mutex::new(attempt);
     let order = plan.order();
-    let run = |number: u32| -> Run<'_, _> {
+    let run = |attempt: u32, started: Option<u64>| -> Going<'_, _> {
         let shared = &shared;
         Box::pin(async move {
             let mut held = Held::lane(order);
-            let mut attempt = SharedAttempt(shared);
-            let result = level_async(plan, index + 1, &mut held, &mut attempt, judge).await;
-            (number, result)
+            let mut made = SharedAttempt(shared);
+            let result = level_async(plan, index + 1, &mut held, &mut made, judge).await;
+            (Run { attempt, started }, result)
         })
     };
     let mut runs = Runs {
         outer,
-        runs: vec![run(1)],
+        runs: vec![run(1, call.run_starts())],
     };
     let mut next = 2;
     std::future::poll_fn(|cx| loop {
         let mut i = 0;
         while i < runs.runs.len() {
             let polled = on_chain(outer, || runs.runs[i].as_mut().poll(cx));
-            let Poll::Ready((number, result)) = polled else {
+            let Poll::Ready((ran, result)) = polled else {
                 i += 1;
                 continue;
             };
             drop(runs.runs.remove(i));
             let repeatable = shared.lock().expect("not poisoned").repeatable();
             let others = runs.runs.len();
-            match call.settle(ended(judge, &result), number, others, repeatable) {
+            match call.settle(ended(judge, &result), ran, others, repeatable) {
                 Settle::Ends => {
                     let losers = &mut runs.runs;
                     on_chain(outer, || losers.clear());
                     return Poll::Ready(result);
                 }
                 Settle::Another => {
-                    runs.runs.push(run(next));
+                    runs.runs.push(run(next, call.run_starts()));
                     next += 1;
                 }
                 Settle::Wait => {}
@@ -310,7 +310,7 @@ where
         match call.poll_another(cx) {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(()) => {
-                runs.runs.push(run(next));
+                runs.runs.push(run(next, call.run_starts()));
                 next += 1;
             }
         }

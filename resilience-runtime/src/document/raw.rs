@@ -755,6 +755,7 @@ settings! {
     pub(crate) struct HedgeSettings ("hedge settings") {
         base_config: String,
         delay: Dur,
+        delay_percentile: f64,
         max_hedged_attempts: u32,
         budget_ratio: f64,
         budget_min_hedges_per_second: u32,
@@ -772,6 +773,9 @@ impl Settings for HedgeSettings {
         }
         if let Some(Dur(d)) = self.delay {
             b = b.delay(d);
+        }
+        if let Some(p) = self.delay_percentile {
+            b = b.delay_percentile(p);
         }
         if let Some(n) = self.max_hedged_attempts {
             b = b.max_hedged_attempts(n);

@@ -12,6 +12,7 @@ use crate::retry::RetryBudget;
 /// | field | default |
 /// |---|---|
 /// | `delay` | 2 s |
+/// | `delay_percentile` | none |
 /// | `max_hedged_attempts` | 1 |
 /// | `budget` | none |
 ///
@@ -43,12 +44,14 @@ use crate::retry::RetryBudget;
 pub struct HedgeConfig {
     base: Option<Name>,
     delay: Option<Duration>,
+    delay_percentile: Option<f64>,
     max_hedged_attempts: Option<u32>,
     budget: Option<RetryBudget>,
 }
 
 crate::config_debug::debug_effective!(HedgeConfig {
     delay,
+    delay_percentile,
     max_hedged_attempts,
     budget,
 });
@@ -60,6 +63,8 @@ impl HedgeConfig {
     pub const DEFAULT_MAX_HEDGED_ATTEMPTS: u32 = 1;
     /// The most extra attempts a call may make.
     pub const MAX_HEDGED_ATTEMPTS: u32 = 10;
+    /// The latencies a percentile delay needs before it is used.
+    pub const MIN_LATENCIES: u64 = 20;
 
     /// A builder starting from the defaults.
     pub fn builder() -> HedgeConfigBuilder {
@@ -69,6 +74,12 @@ impl HedgeConfig {
     /// How long the attempts running go without an answer before another starts.
     pub fn delay(&self) -> Duration {
         self.delay.unwrap_or(Self::DEFAULT_DELAY)
+    }
+
+    /// The percentile of recent latencies taken as the delay, if any (see
+    /// [`HedgeConfigBuilder::delay_percentile`]).
+    pub fn delay_percentile(&self) -> Option<f64> {
+        self.delay_percentile
     }
 
     /// The most attempts a call makes beyond its first.
@@ -93,6 +104,7 @@ impl HedgeConfig {
         let merged = HedgeConfig {
             base: None,
             delay: self.delay.or(base.delay),
+            delay_percentile: self.delay_percentile.or(base.delay_percentile),
             max_hedged_attempts: self.max_hedged_attempts.or(base.max_hedged_attempts),
             budget: self.budget.or(base.budget),
         };
@@ -118,6 +130,14 @@ impl HedgeConfig {
                 format!("must be at most 1 h, got {:?}", self.delay()),
             ));
         }
+        if let Some(p) = self.delay_percentile {
+            if !(p > 0.0 && p < 100.0) {
+                return Err(ConfigError::new(
+                    "delay_percentile",
+                    format!("must be a percentile above 0 and below 100, got {p}"),
+                ));
+            }
+        }
         if let Some(budget) = self.budget() {
             budget.validate()?;
         }
@@ -137,6 +157,17 @@ impl HedgeConfigBuilder {
     /// 1 h). Zero starts every attempt at once.
     pub fn delay(mut self, delay: Duration) -> Self {
         self.config.delay = Some(delay);
+        self
+    }
+
+    /// Takes the delay from the latencies of the attempts that waited, over the last 10 to
+    /// 20 s: their `percentile` (above 0, below 100; `95.0` for p95, as tower's `hedge` does),
+    /// once at least [`MIN_LATENCIES`](HedgeConfig::MIN_LATENCIES) of them were seen;
+    /// [`delay`](Self::delay) until then. An attempt's latency is counted when it wins, from
+    /// its start (the first attempt's from its first wait: one that answers at once is not
+    /// counted).
+    pub fn delay_percentile(mut self, percentile: f64) -> Self {
+        self.config.delay_percentile = Some(percentile);
         self
     }
 

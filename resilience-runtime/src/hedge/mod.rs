@@ -17,6 +17,7 @@
 
 mod config;
 mod events;
+mod latencies;
 
 #[cfg(test)]
 mod tests;
@@ -38,7 +39,8 @@ use crate::clock::{deadline_after, Clock, Reading};
 use crate::name::Name;
 use crate::retry::budget::Budgeted;
 use crate::subscribers::{Subscribers, SubscriptionId};
-use crate::wrapper::{Attempted, Ended, Next, Settle, Wrap, WrapCall};
+use crate::wrapper::{Attempted, Ended, Next, Run, Settle, Wrap, WrapCall};
+use latencies::Latencies;
 
 /// A hedge: after [`delay`](HedgeConfig::delay) without an answer, starts another attempt of
 /// the call beside the running ones, up to [`max_hedged_attempts`](HedgeConfig::max_hedged_attempts)
@@ -100,6 +102,8 @@ pub struct Hedge {
     hedged: AtomicU64,
     over_budget: AtomicU64,
     budget: Budgeted,
+    /// The recent latencies of winning attempts, for a percentile delay.
+    latencies: Latencies,
 }
 
 impl Hedge {
@@ -114,6 +118,7 @@ impl Hedge {
             name: name.into(),
             id: crate::next_instance_id(),
             budget: Budgeted::new(config.budget(), &clock),
+            latencies: Latencies::new(Duration::from_secs(10)),
             config: ArcSwap::from_pointee(config),
             clock,
             subscribers: Subscribers::new(),
@@ -159,7 +164,7 @@ impl Hedge {
             secondary_failure: self.secondary_failure.load(Ordering::Relaxed),
             hedged: self.hedged.load(Ordering::Relaxed),
             over_budget: self.over_budget.load(Ordering::Relaxed),
-            delay: self.config.load().delay(),
+            delay: self.delay(),
         }
     }
 
@@ -186,6 +191,27 @@ impl Hedge {
     /// subscribed.
     pub fn unsubscribe(&self, id: SubscriptionId) -> bool {
         self.subscribers.remove(id)
+    }
+
+    /// The delay before the next attempt: the percentile of recent latencies the configuration
+    /// asks for, once there are enough of them; its fixed delay otherwise.
+    fn delay(&self) -> Duration {
+        let config = self.config.load();
+        config
+            .delay_percentile()
+            .and_then(|p| {
+                let now = self.clock.read(Reading::Precise);
+                self.latencies
+                    .percentile(now, p, HedgeConfig::MIN_LATENCIES)
+            })
+            .unwrap_or_else(|| config.delay())
+    }
+
+    /// Counts the latency of a winning attempt that started at reading `started`.
+    #[cold]
+    fn learn(&self, started: u64) {
+        let now = self.clock.read(Reading::Precise);
+        self.latencies.record(now, now.saturating_sub(started));
     }
 
     fn emit(&self, event: impl FnOnce() -> HedgeEvent) {
@@ -282,7 +308,8 @@ impl HedgeMetrics {
         self.over_budget
     }
 
-    /// The delay in force before an extra attempt.
+    /// The delay in force before an extra attempt (the percentile of recent latencies, with a
+    /// percentile delay that has enough of them).
     pub fn current_hedge_delay(&self) -> Duration {
         self.delay
     }
@@ -363,7 +390,7 @@ impl Hedging<'_> {
             return;
         }
         let hedge = self.hedge;
-        let delay = hedge.config.load().delay();
+        let delay = hedge.delay();
         let deadline = deadline_after(hedge.clock.read(Reading::Precise), delay);
         self.timer = (deadline != u64::MAX)
             .then(|| Box::pin(hedge.clock.sleep_until(Reading::Precise, deadline)) as Timer<'_>);
@@ -400,13 +427,8 @@ impl Hedging<'_> {
     }
 
     #[cold]
-    fn settle_slow(
-        &mut self,
-        ended: Ended,
-        attempt: u32,
-        others: usize,
-        repeatable: bool,
-    ) -> Settle {
+    fn settle_slow(&mut self, ended: Ended, run: Run, others: usize, repeatable: bool) -> Settle {
+        let attempt = run.attempt;
         let (acceptable, hedged_on) = match ended.attempted {
             Attempted::Succeeded => (true, false),
             Attempted::Failed | Attempted::NotRetried => (!ended.hedge_on, ended.hedge_on),
@@ -421,6 +443,11 @@ impl Hedging<'_> {
                 return Settle::Wait;
             }
         }
+        if !ended.failed {
+            if let Some(started) = run.started {
+                self.hedge.learn(started);
+            }
+        }
         self.hedge.ended(ended.failed, attempt);
         Settle::Ends
     }
@@ -431,22 +458,40 @@ impl<'h> WrapCall<'h> for Hedging<'h> {
     /// success ends the call, a failure it hedges on starts the next attempt at once.
     #[inline]
     fn after(&mut self, ended: Ended, repeatable: bool) -> Next {
-        match self.settle(ended, self.started, 0, repeatable) {
+        let run = Run {
+            attempt: self.started,
+            started: None,
+        };
+        match self.settle(ended, run, 0, repeatable) {
             Settle::Another => Next::RetryAfter(Duration::ZERO),
             Settle::Ends | Settle::Wait => Next::Stop,
         }
     }
 
     #[inline]
-    fn settle(&mut self, ended: Ended, attempt: u32, others: usize, repeatable: bool) -> Settle {
+    fn settle(&mut self, ended: Ended, run: Run, others: usize, repeatable: bool) -> Settle {
         if ended.attempted == Attempted::Succeeded
-            && attempt == 1
+            && run
+                == (Run {
+                    attempt: 1,
+                    started: None,
+                })
             && !self.hedge.subscribers.per_call()
         {
             self.hedge.primary_success.fetch_add(1, Ordering::Relaxed);
             return Settle::Ends;
         }
-        self.settle_slow(ended, attempt, others, repeatable)
+        self.settle_slow(ended, run, others, repeatable)
+    }
+
+    /// The reading a run starts at, when the delay is a percentile of the runs' latencies.
+    fn run_starts(&self) -> Option<u64> {
+        let hedge = self.hedge;
+        hedge
+            .config
+            .load()
+            .delay_percentile()
+            .map(|_| hedge.clock.read(Reading::Precise))
     }
 
     fn poll_another(&mut self, cx: &mut Context<'_>) -> Poll<()> {
