@@ -167,6 +167,20 @@ fn a_call_through_a_lone_retry_or_time_limiter_that_succeeds_at_once_does_not_al
     succeeds_at_once_without_allocating(&[Guard::time_limiter("w")]);
 }
 
+#[test]
+fn a_hedged_call_whose_first_attempt_answers_at_once_does_not_allocate() {
+    // The hedge arms its timer at the first attempt's first wait: there is none.
+    succeeds_at_once_without_allocating(&[Guard::hedge("w")]);
+    succeeds_at_once_without_allocating(&[
+        Guard::bulkhead("w"),
+        Guard::rate_limiter("w"),
+        Guard::retry("w"),
+        Guard::hedge("w"),
+        Guard::circuit_breaker("w"),
+        Guard::time_limiter("w"),
+    ]);
+}
+
 /// 1000 sync and 1000 async calls through `guards` (in a new registry), each succeeding at
 /// once, allocate nothing.
 fn succeeds_at_once_without_allocating(guards: &[Guard<'_>]) {
