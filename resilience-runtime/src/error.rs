@@ -128,8 +128,8 @@ pub enum Rejected {
 }
 
 // Every guarded call moves a `Result<_, Rejected>`: a destructor in it (an `Arc` of an
-// injected error was one) put drop flags and drop calls on every async call's path, 10 to 30 ns
-// (BENCHMARKS.md, fault injection).
+// injected error was one) put drop flags and drop calls on every async call's path
+// (BENCHMARKS.md, "Fault injection, in a call without faults").
 const _: () = assert!(
     !std::mem::needs_drop::<Rejected>(),
     "a Rejected must not need dropping"
@@ -272,6 +272,13 @@ impl InjectedError {
     }
 }
 
+impl InjectedError {
+    /// The error, to downcast to the type that made it.
+    pub fn error(&self) -> &'static (dyn std::error::Error + Send + Sync) {
+        self.0
+    }
+}
+
 impl PartialEq for InjectedError {
     fn eq(&self, other: &Self) -> bool {
         std::ptr::addr_eq(self.0, other.0)
@@ -310,7 +317,17 @@ pub(crate) fn unconfigured_message(aspect: Aspect, name: &str) -> String {
     message
 }
 
-impl std::error::Error for Rejected {}
+impl std::error::Error for Rejected {
+    /// An injected error, for error chains.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Rejected::Injected {
+                error: Some(error), ..
+            } => Some(error.0),
+            _ => None,
+        }
+    }
+}
 
 /// A configuration was refused: which field, and why.
 ///

@@ -1,6 +1,6 @@
 //! The seam of the admission aspects: a [`Gate`] admits a call or refuses it, and holds a
-//! [`Permit`] while the call runs. The bulkhead, the rate limiter and the circuit breaker's
-//! permission are gates; a plan runs them in its order through `call::enter`, which knows
+//! [`Permit`] while the call runs. The bulkhead, the rate limiter, the circuit breaker's
+//! permission and fault injection are gates; a plan runs them in its order through `call::enter`, which knows
 //! them only through these two traits, dispatched statically over the closed set of a plan's
 //! steps (`match_step!`).
 
@@ -107,25 +107,28 @@ impl Gate for FaultInjector {
     /// Draws now, unless a latency may be drawn: then the call draws in its wait (one draw
     /// per call either way).
     fn try_enter(&self, slot: &mut Option<FaultPermit>) -> Result<Entry, Rejected> {
-        if self.may_wait() {
+        let config = self.snapshot();
+        if config.injects_latency() {
             return Ok(Entry::MustWait);
         }
-        self.outcome(self.draw())?;
+        self.outcome(self.draw(&config))?;
         fill(slot, FaultPermit);
         Ok(Entry::Entered)
     }
 
     fn enter_blocking(&self) -> Result<FaultPermit, Rejected> {
-        let draw = self.draw();
+        let config = self.snapshot();
+        self.refuse_blocking(&config)?;
+        let draw = self.draw(&config);
         if let Some(latency) = draw.latency() {
-            self.sleep_blocking(latency)?;
+            self.sleep_blocking(latency);
         }
         self.outcome(draw)?;
         Ok(FaultPermit)
     }
 
     async fn enter_async(&self) -> Result<FaultPermit, Rejected> {
-        let draw = self.draw();
+        let draw = self.draw(&self.snapshot());
         if let Some(latency) = draw.latency() {
             self.sleep(latency).await;
         }

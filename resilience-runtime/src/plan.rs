@@ -630,3 +630,39 @@ fn unconfigured(aspect: Aspect, name: &Name) -> Rejected {
         name: name.clone(),
     }
 }
+
+#[cfg(test)]
+mod gate_order_tests {
+    use super::{GateKind, GateOrder};
+
+    #[test]
+    fn the_packed_order_keeps_every_kind_in_its_place() {
+        let mut declared = GateOrder::EMPTY;
+        for kind in GateKind::ALL {
+            declared.push(kind);
+        }
+        assert!(declared.is_declared());
+        assert!(declared.kinds().eq(GateKind::ALL));
+        assert!(declared.kinds().rev().eq(GateKind::ALL.into_iter().rev()));
+
+        let reordered = [
+            GateKind::Fault,
+            GateKind::CircuitBreaker,
+            GateKind::Bulkhead,
+            GateKind::RateLimiter,
+        ];
+        let mut order = GateOrder::EMPTY;
+        for kind in reordered {
+            order.push(kind);
+        }
+        assert!(!order.is_declared());
+        assert!(order.kinds().eq(reordered));
+
+        let mut two = GateOrder::EMPTY;
+        two.push(GateKind::RateLimiter);
+        two.push(GateKind::Fault);
+        assert!(two.is_declared(), "kinds skipped keep the declared order");
+        assert!(two.kinds().eq([GateKind::RateLimiter, GateKind::Fault]));
+        assert!(GateOrder::EMPTY.kinds().next().is_none());
+    }
+}

@@ -144,8 +144,15 @@ fn ticks(n: u32) -> Duration {
 }
 
 impl Case {
+    /// The guards a call site lists: fault injection is not among them, the registry adds it
+    /// by itself to every plan of a name with faults (as it does for an annotated function).
     fn guards(&self) -> Vec<Guard<'static>> {
-        self.guards.iter().map(|a| Guard::new(*a, NAME)).collect()
+        self.listed().iter().map(|a| Guard::new(*a, NAME)).collect()
+    }
+
+    /// The case's aspects but fault injection.
+    fn listed(&self) -> Vec<Aspect> {
+        self.guards.iter().copied().filter(|a| *a != F).collect()
     }
 
     fn has(&self, aspect: Aspect) -> bool {
@@ -161,6 +168,7 @@ impl Case {
         let clock = ManualClock::new();
         let registry = Registry::with_clock(clock.clone());
         registry.keep_recent_events(4096);
+        registry.allow_fault_injection();
         registry.set_reentrancy_policy(self.policy);
         for (aspect, precedence) in &self.precedence {
             registry.set_precedence(*aspect, *precedence).unwrap();
@@ -247,19 +255,24 @@ impl Case {
         registry
             .configure_fault(
                 NAME,
-                FaultConfig::builder()
-                    .latency(if self.max_wait > 0 { 0.2 } else { 0.0 }, ticks(2))
-                    .error_rate(0.15)
-                    .refusal(0.1 + 0.05 * f64::from(shift))
-                    .seed(u64::from(self.window))
-                    .build()
-                    .unwrap(),
+                if self.has(F) {
+                    FaultConfig::builder()
+                        .latency(if self.max_wait > 0 { 0.2 } else { 0.0 }, ticks(2))
+                        .error_rate(0.15)
+                        .refusal(0.1 + 0.05 * f64::from(shift))
+                        .seed(u64::from(self.window))
+                        .build()
+                        .unwrap()
+                } else {
+                    FaultConfig::default()
+                },
             )
             .unwrap();
         registry
             .configure_hedge(
                 NAME,
                 HedgeConfig::builder()
+                    .delay_percentile(if self.cancel { 50.0 } else { 90.0 })
                     .delay(ticks(self.timeout.saturating_sub(1) + shift))
                     .max_hedged_attempts(self.max_attempts)
                     .build()
@@ -1098,12 +1111,12 @@ async_fns! {
 }
 
 fn macro_sync(case: &Case, _: &Plan, body: &Body) -> Out {
-    let f = annotated_sync(&case.guards).expect("a stack with an annotated function");
+    let f = annotated_sync(&case.listed()).expect("a stack with an annotated function");
     Ok(f(body.clone()))
 }
 
 fn macro_async<'a>(case: &'a Case, _: &'a Plan, body: &'a Body) -> CallFuture<'a> {
-    let f = annotated_async(&case.guards).expect("a stack with an annotated function");
+    let f = annotated_async(&case.listed()).expect("a stack with an annotated function");
     let call = f(body.clone());
     boxed(async move { Ok(call.await) })
 }
@@ -1310,14 +1323,14 @@ fn check_sync(case: &Case) {
             &expected,
         );
     }
-    if annotated_sync(&case.guards).is_some() {
+    if annotated_sync(&case.listed()).is_some() {
         let judged = run_sync(case, &reference_sync_judged);
         agree(
             "the annotated sync function",
             &run_sync(case, &macro_sync),
             &judged,
         );
-        for (what, fallback, f) in more_annotated_sync(&case.guards) {
+        for (what, fallback, f) in more_annotated_sync(&case.listed()) {
             let seen = run_sync(case, &|_, _, body| Ok(f(body.clone())));
             agree(what, &seen, &through_fallback(&judged, fallback));
         }
@@ -1357,14 +1370,14 @@ fn check_async(case: &Case) {
             &expected,
         );
     }
-    if annotated_async(&case.guards).is_some() {
+    if annotated_async(&case.listed()).is_some() {
         let judged = run_async(case, &reference_async_judged);
         agree(
             "the annotated async function",
             &run_async(case, &macro_async),
             &judged,
         );
-        for (what, fallback, f) in more_annotated_async(&case.guards) {
+        for (what, fallback, f) in more_annotated_async(&case.listed()) {
             let seen = run_async(case, &|_, _, body| {
                 let call = f(body.clone());
                 boxed(async move { Ok(call.await) })

@@ -310,3 +310,161 @@ fn a_bad_fault_table_names_its_line_and_field() {
         .to_string();
     assert!(err.contains("refusal_rate"), "{err}");
 }
+
+#[test]
+fn a_plan_of_several_names_takes_the_faults_of_one() {
+    let registry = Registry::new();
+    for name in ["orders", "payments"] {
+        registry
+            .configure_fault(name, FaultConfig::builder().refusal(1.0).build().unwrap())
+            .unwrap();
+    }
+    registry.allow_fault_injection();
+    let plan = registry
+        .plan(&[
+            Guard::bulkhead("orders"),
+            Guard::circuit_breaker("payments"),
+        ])
+        .unwrap();
+    let refused: Result<u32, InvError> = plan.call(|| Ok(1));
+    assert!(matches!(
+        refused,
+        Err(InvError::Rejected(Rejected::Injected { name, .. })) if name == "orders"
+    ));
+    assert_eq!(registry.fault("payments").metrics().number_of_draws(), 0);
+
+    // A default configuration injects into every name, still once per plan.
+    let registry = Registry::new();
+    registry
+        .configure_default_fault(FaultConfig::builder().error_rate(1.0).build().unwrap())
+        .unwrap();
+    registry.allow_fault_injection();
+    let plan = registry
+        .plan(&[Guard::bulkhead("a"), Guard::circuit_breaker("b")])
+        .unwrap();
+    let failed: Result<u32, InvError> = plan.call(|| Ok(1));
+    assert!(matches!(
+        failed,
+        Err(InvError::Rejected(Rejected::Injected {
+            error: Some(_),
+            ..
+        }))
+    ));
+}
+
+#[test]
+fn a_listed_fault_guard_injects_nothing_until_allowed() {
+    let registry = Registry::new();
+    registry
+        .configure_fault("inv", FaultConfig::builder().refusal(1.0).build().unwrap())
+        .unwrap();
+    let plan = registry
+        .plan(&[Guard::bulkhead("inv"), Guard::fault("inv")])
+        .unwrap();
+    assert_eq!(plan.call(|| Ok::<u32, InvError>(1)), Ok(1));
+}
+
+static LATE: LazyLock<Registry> = LazyLock::new(Registry::new);
+
+#[bulkhead(name = "late", registry = LATE)]
+fn late() -> Result<u32, InvError> {
+    Ok(1)
+}
+
+#[test]
+fn faults_allowed_after_a_call_site_made_its_plan_reach_it() {
+    assert_eq!(late(), Ok(1), "the call site's plan made, without faults");
+    LATE.configure_fault("late", FaultConfig::builder().refusal(1.0).build().unwrap())
+        .unwrap();
+    assert_eq!(late(), Ok(1), "configured, not allowed");
+    LATE.allow_fault_injection();
+    assert!(matches!(
+        late(),
+        Err(InvError::Rejected(Rejected::Injected { .. }))
+    ));
+    // Configured to inject nothing again: the plan loses its faults.
+    LATE.configure_fault("late", FaultConfig::default())
+        .unwrap();
+    assert_eq!(late(), Ok(1));
+}
+
+#[test]
+fn a_sync_latency_fault_blocks_a_plain_thread_and_is_refused_on_a_current_thread_runtime() {
+    let registry = Registry::new();
+    registry
+        .configure_fault(
+            "inv",
+            FaultConfig::builder()
+                .latency(1.0, Duration::from_millis(20))
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    registry.allow_fault_injection();
+    let plan = registry.plan(&[Guard::bulkhead("inv")]).unwrap();
+    let started = std::time::Instant::now();
+    assert_eq!(plan.call(|| Ok::<u32, InvError>(1)), Ok(1));
+    assert!(started.elapsed() >= Duration::from_millis(20), "it waited");
+    assert_eq!(
+        registry
+            .fault("inv")
+            .metrics()
+            .number_of_injected_latencies(),
+        1
+    );
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let refused = runtime.block_on(async { plan.call(|| Ok::<u32, InvError>(1)) });
+    assert!(matches!(
+        refused,
+        Err(InvError::Rejected(Rejected::WouldBlock { .. }))
+    ));
+    assert_eq!(
+        registry.fault("inv").metrics().number_of_draws(),
+        1,
+        "refused before it drew"
+    );
+}
+
+#[test]
+fn each_attempt_of_a_hedge_draws_its_own_fault() {
+    let clock = ManualClock::new();
+    let registry = Registry::with_clock(clock.clone());
+    registry
+        .configure_hedge(
+            "inv",
+            resilience_runtime::HedgeConfig::builder()
+                .delay(Duration::from_millis(10))
+                .max_hedged_attempts(1)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    // Every attempt waits 100 ms: the hedge starts the second at 10 ms, which answers at 110.
+    registry
+        .configure_fault(
+            "inv",
+            FaultConfig::builder()
+                .latency(1.0, Duration::from_millis(100))
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    registry.allow_fault_injection();
+    let plan = registry.plan(&[Guard::hedge("inv")]).unwrap();
+    let mut call = pin!(plan.call_async(|| async { Ok::<u32, InvError>(7) }));
+    assert!(poll(call.as_mut()).is_pending());
+    clock.advance(Duration::from_millis(10));
+    assert!(poll(call.as_mut()).is_pending());
+    assert_eq!(registry.fault("inv").metrics().number_of_draws(), 2);
+    clock.advance(Duration::from_millis(90));
+    assert_eq!(
+        poll(call.as_mut()),
+        Poll::Ready(Ok(7)),
+        "the first answers at 100 ms"
+    );
+    assert_eq!(registry.hedge("inv").metrics().primary_success_count(), 1);
+}

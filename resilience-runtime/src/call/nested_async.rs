@@ -202,8 +202,11 @@ struct Lanes<'a> {
 struct Lane<'a> {
     /// The run's number (1 for the call's first).
     number: u32,
-    /// The reading it started at, if the hedge learns from its runs' latencies.
+    /// The reading of its first wait (its first poll that was not ready), if the hedge learns
+    /// from its runs' latencies; `None` before it, and for a run that answers at once.
     started: Option<u64>,
+    /// Whether it was polled yet.
+    polled: bool,
     /// Where its future is: 0 the call's own place, `n` the spare place `n - 1`.
     slot: usize,
     held: Held<'a>,
@@ -250,7 +253,7 @@ impl<'a> Level<'a> {
                     next: 2,
                     inside: index + 1,
                 };
-                lanes.start(plan, &call);
+                lanes.start(plan);
                 (index, State::Hedging { call, lanes })
             }
             Resume::Again { index, call, wait } => {
@@ -273,6 +276,7 @@ impl<'a> Level<'a> {
                 let first = Lane {
                     number: 1,
                     started: call.run_starts(),
+                    polled: true,
                     slot: 0,
                     held: held.split_off(&plan.steps()[inside..]),
                     level,
@@ -351,7 +355,7 @@ impl<'a> Level<'a> {
                                         next: 1,
                                         inside: self.index + 1,
                                     };
-                                    lanes.start(plan, &call);
+                                    lanes.start(plan);
                                     State::Hedging { call, lanes }
                                 }
                                 Some(wrapper) => State::Wrapping {
@@ -470,16 +474,16 @@ where
 }
 
 impl<'a> Lanes<'a> {
-    /// Starts the next run (of the hedge's call `call`), in the first place for a call's
-    /// future no running lane uses.
-    fn start(&mut self, plan: &Plan, call: &WrapperCall<'_>) {
+    /// Starts the next run, in the first place for a call's future no running lane uses.
+    fn start(&mut self, plan: &Plan) {
         let running = &self.running;
         let slot = (0..=running.len())
             .find(|slot| running.iter().all(|lane| lane.slot != *slot))
             .unwrap_or(running.len());
         self.running.push(Lane {
             number: self.next,
-            started: call.run_starts(),
+            started: None,
+            polled: false,
             slot,
             held: Held::lane(plan.order()),
             level: Level::fresh(plan, self.inside),
@@ -514,6 +518,9 @@ impl<'a> Lanes<'a> {
                     .level
                     .poll(&mut run.lane(lane.slot, &mut lane.held), cx);
                 let Poll::Ready(result) = polled else {
+                    if !std::mem::replace(&mut lane.polled, true) {
+                        lane.started = call.run_starts();
+                    }
                     i += 1;
                     continue;
                 };
@@ -533,7 +540,7 @@ impl<'a> Lanes<'a> {
                     }
                     Settle::Another => {
                         drop(lane);
-                        self.start(plan, call);
+                        self.start(plan);
                     }
                     Settle::Wait => {}
                 }
@@ -543,7 +550,7 @@ impl<'a> Lanes<'a> {
                 return Poll::Pending;
             }
             ready!(call.poll_another(cx));
-            self.start(plan, call);
+            self.start(plan);
         }
     }
 }

@@ -249,11 +249,17 @@ where
     <A::Output as Future>::Output: Send,
     J: Judge<<A::Output as Future>::Output> + Sync,
 {
-    type Going<'f, R> = Boxed<'f, (Run, Result<R, Rejected>)>;
+    type Going<'f, R> = Boxed<'f, Result<R, Rejected>>;
+    /// A run still going: its number, the reading of its first wait, whether it was polled.
+    struct Running<'f, R> {
+        run: Run,
+        polled: bool,
+        going: Going<'f, R>,
+    }
     /// The runs still going, dropped with the call's permits on the chain.
     struct Runs<'h, 'a, 'f, R> {
         outer: &'h Held<'a>,
-        runs: Vec<Going<'f, R>>,
+        runs: Vec<Running<'f, R>>,
     }
     impl<R> Drop for Runs<'_, '_, '_, R> {
         fn drop(&mut self) {
@@ -266,29 +272,40 @@ where
     let attempt: &mut (dyn Attempt<Output = A::Output> + Send) = attempt;
     let shared = std::sync::Mutex::new(attempt);
     let order = plan.order();
-    let run = |attempt: u32, started: Option<u64>| -> Going<'_, _> {
+    let run = |attempt: u32| -> Running<'_, _> {
         let shared = &shared;
-        Box::pin(async move {
-            let mut held = Held::lane(order);
-            let mut made = SharedAttempt(shared);
-            let result = level_async(plan, index + 1, &mut held, &mut made, judge).await;
-            (Run { attempt, started }, result)
-        })
+        Running {
+            run: Run {
+                attempt,
+                started: None,
+            },
+            polled: false,
+            going: Box::pin(async move {
+                let mut held = Held::lane(order);
+                let mut made = SharedAttempt(shared);
+                level_async(plan, index + 1, &mut held, &mut made, judge).await
+            }),
+        }
     };
     let mut runs = Runs {
         outer,
-        runs: vec![run(1, call.run_starts())],
+        runs: vec![run(1)],
     };
     let mut next = 2;
     std::future::poll_fn(|cx| loop {
         let mut i = 0;
         while i < runs.runs.len() {
-            let polled = on_chain(outer, || runs.runs[i].as_mut().poll(cx));
-            let Poll::Ready((ran, result)) = polled else {
+            let running = &mut runs.runs[i];
+            let polled = on_chain(outer, || running.going.as_mut().poll(cx));
+            let Poll::Ready(result) = polled else {
+                // A run's latency counts from its first wait, as the engine's lanes count it.
+                if !std::mem::replace(&mut running.polled, true) {
+                    running.run.started = call.run_starts();
+                }
                 i += 1;
                 continue;
             };
-            drop(runs.runs.remove(i));
+            let ran = runs.runs.remove(i).run;
             let repeatable = shared.lock().expect("not poisoned").repeatable();
             let others = runs.runs.len();
             match call.settle(ended(judge, &result), ran, others, repeatable) {
@@ -298,7 +315,7 @@ where
                     return Poll::Ready(result);
                 }
                 Settle::Another => {
-                    runs.runs.push(run(next, call.run_starts()));
+                    runs.runs.push(run(next));
                     next += 1;
                 }
                 Settle::Wait => {}
@@ -310,7 +327,7 @@ where
         match call.poll_another(cx) {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(()) => {
-                runs.runs.push(run(next, call.run_starts()));
+                runs.runs.push(run(next));
                 next += 1;
             }
         }

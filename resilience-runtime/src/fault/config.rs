@@ -36,7 +36,7 @@ use crate::name::Name;
 /// assert_eq!(config.error_rate(), 0.1);
 /// # Ok::<(), resilience_runtime::ConfigError>(())
 /// ```
-#[derive(Clone, Default)]
+#[derive(Clone, Default, PartialEq)]
 pub struct FaultConfig {
     base: Option<Name>,
     latency_rate: Option<f64>,
@@ -54,19 +54,6 @@ crate::config_debug::debug_effective!(FaultConfig {
     refusal_rate,
     seed,
 });
-
-impl PartialEq for FaultConfig {
-    /// The same rates, latency and seed, and the same error (the one value made for it).
-    fn eq(&self, other: &Self) -> bool {
-        self.base == other.base
-            && self.latency_rate == other.latency_rate
-            && self.latency == other.latency
-            && self.error_rate == other.error_rate
-            && self.refusal_rate == other.refusal_rate
-            && self.seed == other.seed
-            && self.error == other.error
-    }
-}
 
 impl FaultConfig {
     /// A builder starting from the defaults (no fault).
@@ -102,9 +89,12 @@ impl FaultConfig {
     /// Whether any fault can be drawn: an instance whose configuration injects nothing is left
     /// out of the plans, and costs nothing.
     pub fn injects(&self) -> bool {
+        self.injects_latency() || self.error_rate() > 0.0 || self.refusal_rate() > 0.0
+    }
+
+    /// Whether a latency can be drawn.
+    pub(crate) fn injects_latency(&self) -> bool {
         self.latency_rate() > 0.0 && !self.latency().is_zero()
-            || self.error_rate() > 0.0
-            || self.refusal_rate() > 0.0
     }
 
     /// The injected error, if made by the user's function.
@@ -195,9 +185,10 @@ impl FaultConfigBuilder {
     /// [`Rejected::Injected`](crate::Rejected::Injected) carrying it, which reaches the caller
     /// through its `From<Rejected>` (where
     /// [`injected_error`](crate::Rejected::injected_error) gives it back) and which the guards
-    /// around count as a failure of the call. `make` is called once, here: the error is kept
-    /// for the life of the process and shared by every call it fails (build configurations
-    /// with errors at startup, not per request). Set in code only.
+    /// around count as a failure of the call. `make` is called once, here, and its error kept
+    /// for the life of the process (each call of this method keeps one: build configurations
+    /// with errors at startup, not per request), shared by every call it fails. Set in code
+    /// only.
     pub fn error(
         mut self,
         rate: f64,

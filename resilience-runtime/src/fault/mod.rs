@@ -44,8 +44,8 @@ pub struct FaultInjector {
     latencies: AtomicU64,
     errors: AtomicU64,
     refusals: AtomicU64,
-    /// The error injected when the configuration gives none.
-    default_error: std::sync::OnceLock<InjectedError>,
+    /// The name's own stream of draws (a hash of it), mixed with the seed.
+    stream: u64,
 }
 
 /// What one draw injects.
@@ -100,8 +100,22 @@ impl FaultInjector {
             latencies: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             refusals: AtomicU64::new(0),
-            default_error: std::sync::OnceLock::new(),
+            stream: 0,
         }
+        .with_stream()
+    }
+
+    /// Sets the name's stream of draws: FNV-1a of the name (stable across runs and builds,
+    /// unlike the standard hasher's seeds).
+    fn with_stream(mut self) -> Self {
+        self.stream = self
+            .name
+            .as_str()
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            });
+        self
     }
 
     /// The instance name.
@@ -161,22 +175,21 @@ impl FaultInjector {
         self.subscribers.remove(id)
     }
 
-    /// Whether a call may have to wait (a latency can be drawn): it is then admitted through
-    /// the wait, where the draw is made.
-    pub(crate) fn may_wait(&self) -> bool {
-        let config = self.config.load();
-        config.latency_rate() > 0.0 && !config.latency().is_zero()
+    /// The configuration a call draws from: loaded once per call, so that what it asks
+    /// (whether it may wait) and what it draws agree.
+    pub(crate) fn snapshot(&self) -> arc_swap::Guard<Arc<FaultConfig>> {
+        self.config.load()
     }
 
-    /// The next draw of the seeded sequence, counted and told.
-    pub(crate) fn draw(&self) -> Draw {
-        let config = self.config.load();
+    /// The next draw of the seeded sequence from `config`, counted and told. The sequence is
+    /// the seed's and the name's: two names with one seed (the default's) draw apart.
+    pub(crate) fn draw(&self, config: &FaultConfig) -> Draw {
         let n = self.draws.fetch_add(1, Ordering::Relaxed);
-        let x = mix(config.seed() ^ mix(n));
+        let x = mix(config.seed() ^ self.stream ^ mix(n));
         let pick = unit(x);
         let slow = unit(mix(x));
         let latency =
-            (slow < config.latency_rate() && !config.latency().is_zero()).then(|| config.latency());
+            (config.injects_latency() && slow < config.latency_rate()).then(|| config.latency());
         let draw = if pick < config.refusal_rate() {
             Draw::Refusal(latency)
         } else if pick < config.refusal_rate() + config.error_rate() {
@@ -230,15 +243,14 @@ impl FaultInjector {
         })
     }
 
-    /// The configuration's error, or this injector's own (made once, at the first error it
-    /// injects without one).
+    /// The configuration's error, or this library's own (one for the process: the name is in
+    /// the rejection that carries it).
     fn own_error(&self) -> InjectedError {
-        if let Some(error) = self.config.load().injected_error() {
-            return error;
-        }
-        *self.default_error.get_or_init(|| {
-            InjectedError::new(format!("an error injected by fault `{}`", self.name).into())
-        })
+        static OWN: std::sync::OnceLock<InjectedError> = std::sync::OnceLock::new();
+        self.config
+            .load()
+            .injected_error()
+            .unwrap_or_else(|| *OWN.get_or_init(|| InjectedError::new("an injected error".into())))
     }
 
     /// Waits `latency` on this injector's clock, asynchronously.
@@ -247,17 +259,22 @@ impl FaultInjector {
         self.clock.sleep_until(Reading::Precise, deadline).await;
     }
 
-    /// Waits `latency` on this injector's clock, blocking the thread (refused where blocking
-    /// would stall a current-thread runtime).
-    pub(crate) fn sleep_blocking(&self, latency: Duration) -> Result<(), Rejected> {
-        if Blocking::here() == Blocking::Refused {
+    /// Waits `latency` on this injector's clock, blocking the thread.
+    pub(crate) fn sleep_blocking(&self, latency: Duration) {
+        let deadline = deadline_after(self.clock.read(Reading::Precise), latency);
+        Blocking::here().run(|| self.clock.sleep_until_blocking(Reading::Precise, deadline));
+    }
+
+    /// A sync call that may draw a latency, where blocking would stall a current-thread
+    /// runtime: refused before it draws (nothing counted, nothing told), as a guard that
+    /// would make it wait refuses it.
+    pub(crate) fn refuse_blocking(&self, config: &FaultConfig) -> Result<(), Rejected> {
+        if config.injects_latency() && Blocking::here() == Blocking::Refused {
             return Err(Rejected::WouldBlock {
                 aspect: crate::Aspect::Fault,
                 name: self.name.clone(),
             });
         }
-        let deadline = deadline_after(self.clock.read(Reading::Precise), latency);
-        Blocking::here().run(|| self.clock.sleep_until_blocking(Reading::Precise, deadline));
         Ok(())
     }
 }

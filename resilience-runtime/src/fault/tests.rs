@@ -32,7 +32,9 @@ fn the_draws_follow_the_rates_and_repeat_for_a_seed() {
         .build()
         .unwrap();
     let injector = FaultInjector::new("inv", config.clone());
-    let draws: Vec<Draw> = (0..10_000).map(|_| injector.draw()).collect();
+    let draws: Vec<Draw> = (0..10_000)
+        .map(|_| injector.draw(&injector.snapshot()))
+        .collect();
     let share = |f: &dyn Fn(&Draw) -> bool| draws.iter().filter(|d| f(d)).count() as f64 / 1e4;
     let refused = share(&|d| matches!(d, Draw::Refusal(_)));
     let errors = share(&|d| matches!(d, Draw::Error(_)));
@@ -49,7 +51,7 @@ fn the_draws_follow_the_rates_and_repeat_for_a_seed() {
     );
 
     let again = FaultInjector::new("inv", config);
-    let replayed: Vec<Draw> = (0..10_000).map(|_| again.draw()).collect();
+    let replayed: Vec<Draw> = (0..10_000).map(|_| again.draw(&again.snapshot())).collect();
     assert_eq!(draws, replayed, "the same seed, the same faults");
 }
 

@@ -144,25 +144,26 @@ impl State {
         self.kinds.is_configured(guard.aspect(), guard.name())
     }
 
-    /// The fault injectors a plan of `guards` takes by itself: one for each name among them
-    /// whose faults inject something, when the registry allows fault injection, unless the
-    /// list names it already.
-    fn injected_faults<'g>(&self, guards: &[Guard<'g>]) -> Vec<Guard<'g>> {
-        if !self.faults_allowed {
-            return Vec::new();
-        }
-        let mut faults: Vec<Guard<'g>> = Vec::new();
-        for guard in guards {
-            let name = guard.name();
-            let listed = guards
+    /// The guards of a plan of `guards` as fault injection has them: without a fault guard
+    /// unless the registry allows fault injection; with one, when it does and the list names
+    /// none, for the first of the list's names whose faults inject something (a plan holds
+    /// each kind once: a call is one call to its dependency, whose faults one name says).
+    fn with_faults<'g>(&self, guards: &[Guard<'g>]) -> Vec<Guard<'g>> {
+        let mut kept: Vec<Guard<'g>> = guards
+            .iter()
+            .filter(|g| self.faults_allowed || g.aspect() != Aspect::Fault)
+            .copied()
+            .collect();
+        let listed = kept.iter().any(|g| g.aspect() == Aspect::Fault);
+        if self.faults_allowed && !listed {
+            if let Some(guard) = guards
                 .iter()
-                .chain(&faults)
-                .any(|g| g.aspect() == Aspect::Fault && g.name() == name);
-            if !listed && self.kinds.faults_of(name).injects() {
-                faults.push(Guard::fault(name));
+                .find(|g| self.kinds.faults_of(g.name()).injects())
+            {
+                kept.push(Guard::fault(guard.name()));
             }
         }
-        faults
+        kept
     }
 }
 
@@ -559,7 +560,7 @@ impl Registry {
     /// the registry requires one: judged under the same lock as the plan's policy and
     /// generation, with nothing interned for it.
     fn try_resolve_plan<'g>(&self, guards: &'g [Guard<'g>]) -> Result<Plan, Missing<'g>> {
-        let (precedence, policy, generation, faults) = {
+        let (precedence, policy, generation, guards) = {
             let state = self.read();
             let generation = self.generation();
             if state.require_configured {
@@ -575,10 +576,10 @@ impl Registry {
                 state.precedence,
                 state.reentrancy,
                 generation,
-                state.injected_faults(guards),
+                state.with_faults(guards),
             )
         };
-        let mut sorted: Vec<&Guard<'_>> = guards.iter().chain(&faults).collect();
+        let mut sorted: Vec<&Guard<'_>> = guards.iter().collect();
         precedence.sort(&mut sorted, |g| g.aspect());
         let mut plan = Plan::empty(generation, policy);
         for guard in sorted {

@@ -521,6 +521,8 @@ fn a_plan_refuses_a_repeated_aspect() {
 #[test]
 fn a_plan_lists_its_wrappers_among_its_gates_in_precedence_order() {
     let registry = Registry::new();
+    // A listed fault guard stays only where fault injection is allowed.
+    registry.allow_fault_injection();
     let plan = registry
         .plan(&[
             Guard::time_limiter("o"),
