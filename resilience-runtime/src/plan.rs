@@ -526,10 +526,14 @@ impl Plan {
             .any(|(_, wrapper)| wrapper.bounds())
     }
 
-    /// Whether a wrapper's runs overlap ([`Wrapper::overlaps`]: a hedge).
+    /// Whether a wrapper other than the innermost has runs that overlap ([`Wrapper::overlaps`]:
+    /// a hedge with another wrapper inside it).
     #[cold]
-    pub(crate) fn overlaps(&self) -> bool {
-        self.wrappers.iter().any(|(_, wrapper)| wrapper.overlaps())
+    pub(crate) fn overlaps_outside_innermost(&self) -> bool {
+        let inner = self.wrappers.len().saturating_sub(1);
+        self.wrappers[..inner]
+            .iter()
+            .any(|(_, wrapper)| wrapper.overlaps())
     }
 
     /// The index of the first gate of segment `index` (the gates after wrapper `index - 1`).

@@ -75,6 +75,13 @@ pub(crate) trait WrapCall<'w> {
         None
     }
 
+    /// A wrapper that [overlaps](Wrap::overlaps): the reading of its first run's first wait
+    /// (its first [`poll_another`](Self::poll_another)), if it learns from its runs'
+    /// latencies.
+    fn first_wait(&self) -> Option<u64> {
+        None
+    }
+
     /// A wrapper that [overlaps](Wrap::overlaps): run number `attempt` (1 for the first),
     /// started at `started` (its [`run_starts`](Self::run_starts)), ended as `ended` while
     /// `others` runs go on: whether the call ends with it, starts another run at once, or
@@ -254,6 +261,11 @@ impl<'w> WrapCall<'w> for WrapperCall<'w> {
     #[inline]
     fn run_starts(&self) -> Option<u64> {
         match_wrapper_call!(self, c => c.run_starts())
+    }
+
+    #[inline]
+    fn first_wait(&self) -> Option<u64> {
+        match_wrapper_call!(self, c => c.first_wait())
     }
 
     #[inline]

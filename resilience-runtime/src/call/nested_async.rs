@@ -32,6 +32,10 @@ pub(super) enum Resume<'a> {
     /// `i == steps.len()` every gate is held, and the call's future is in its place, polled
     /// once and not ready (a wrapper that bounds the rest sits outside another wrapper).
     EnterFrom(usize),
+    /// The first attempt runs, every gate held, its future in its place, polled in this poll
+    /// of the task; the innermost wrapper, a hedge begun as `call`, starts a second run beside
+    /// it now (counted as started).
+    Hedged { call: WrapperCall<'a> },
     /// The first attempt ended in a way the wrapper `index` (begun as `call`) runs the rest
     /// again for after `wait`: the gates inside it released, those outside it held.
     Again {
@@ -250,6 +254,28 @@ impl<'a> Level<'a> {
             Resume::Again { index, call, .. } if plan.wrappers()[index].1.overlaps() => {
                 let mut lanes = Lanes {
                     running: Vec::new(),
+                    next: 2,
+                    inside: index + 1,
+                };
+                lanes.start(plan);
+                (index, State::Hedging { call, lanes })
+            }
+            Resume::Hedged { call } => {
+                let index = plan.wrappers().len() - 1;
+                let inside = plan.segment(index + 1).gates.start;
+                let first = Lane {
+                    number: 1,
+                    started: call.first_wait(),
+                    polled: true,
+                    slot: 0,
+                    held: held.split_off(&plan.steps()[inside..]),
+                    level: Level {
+                        index: index + 1,
+                        state: State::Calling { polled: false },
+                    },
+                };
+                let mut lanes = Lanes {
+                    running: vec![first],
                     next: 2,
                     inside: index + 1,
                 };

@@ -140,33 +140,43 @@ impl Plan {
                     // A wrapper that bounds the rest outside another wrapper bounds the
                     // other's runs together: its deadline goes on across them, as the nested
                     // model keeps it. (Such a call allocates its timer anyway.)
-                    // So does a hedge: its next run starts beside this one.
-                    None if self.bounds_across_wrappers() || self.overlaps() => {
+                    // So does a hedge with another wrapper inside it: its runs overlap.
+                    None if self.bounds_across_wrappers() || self.overlaps_outside_innermost() => {
                         Then::Resume(Box::new(Resume::EnterFrom(self.steps().len())))
                     }
-                    // Otherwise the innermost wrapper is the one that may bound the attempt:
-                    // the call goes on in its place under its deadline.
+                    // Otherwise the innermost wrapper is the one that may bound the attempt (a
+                    // time limiter) or start another beside it (a hedge): the call goes on in
+                    // its place under its deadline, and only a hedge's second attempt hands it
+                    // over to the nested model.
                     None => {
                         let innermost = self.wrappers().len() - 1;
                         let mut call = self.wrappers()[innermost].1.begin(false);
-                        let result = Bounded {
+                        let bound = Bounded {
                             held: self.gates_on_chain(&held),
                             slot: slot.as_mut(),
                             call: &mut call,
+                            polled: true,
+                            overlaps: !attempt.once() && self.wrappers()[innermost].1.overlaps(),
+                            handed_over: false,
                         }
                         .await;
-                        if result.is_err() {
-                            self.cut_off(innermost, &mut held);
+                        match bound {
+                            Bound::Another => Then::Resume(Box::new(Resume::Hedged { call })),
+                            Bound::Ended(result) => {
+                                if result.is_err() {
+                                    self.cut_off(innermost, &mut held);
+                                }
+                                attempt_over!(
+                                    self,
+                                    held,
+                                    attempt,
+                                    judge,
+                                    result,
+                                    innermost + 1,
+                                    Some(call)
+                                )
+                            }
                         }
-                        attempt_over!(
-                            self,
-                            held,
-                            attempt,
-                            judge,
-                            result,
-                            innermost + 1,
-                            Some(call)
-                        )
                     }
                 }
             }
@@ -332,23 +342,47 @@ struct Bounded<'s, 'h, 'c, 'a, F: Future> {
     held: Option<&'h Held<'a>>,
     slot: Pin<&'s mut Option<F>>,
     call: &'c mut WrapperCall<'a>,
+    /// The call's future was polled just now (the first attempt's first poll, in this poll of
+    /// the task): not polled again before the wrapper's deadline or timer is.
+    polled: bool,
+    /// The wrapper's runs overlap (a hedge) and the call can be made again: its timer may
+    /// start another beside this one.
+    overlaps: bool,
+    /// The call went on in the nested model ([`Bound::Another`]), its future with it.
+    handed_over: bool,
+}
+
+/// How a call [`Bounded`] by its innermost wrapper went on.
+enum Bound<O> {
+    /// It ended (`Err`: the deadline cut it off, its future dropped).
+    Ended(Result<O, Rejected>),
+    /// The wrapper, a hedge, starts a second run beside it (counted as started): the call
+    /// goes on in the nested model, its future running in its place.
+    Another,
 }
 
 impl<F: Future> Future for Bounded<'_, '_, '_, '_, F> {
-    type Output = Result<F::Output, Rejected>;
+    type Output = Bound<F::Output>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        if let Poll::Ready(output) = poll_in_place(this.held, this.slot.as_mut(), cx) {
-            return Poll::Ready(Ok(output));
-        }
-        match this.call.poll_expired(cx) {
-            Poll::Pending | Poll::Ready(Expired::Overran) => Poll::Pending,
-            Poll::Ready(Expired::CutOff(rejected)) => {
-                drop_in_place(this.held, this.slot.as_mut());
-                Poll::Ready(Err(rejected))
+        if !std::mem::take(&mut this.polled) {
+            if let Poll::Ready(output) = poll_in_place(this.held, this.slot.as_mut(), cx) {
+                return Poll::Ready(Bound::Ended(Ok(output)));
             }
         }
+        if let Poll::Ready(Expired::CutOff(rejected)) = this.call.poll_expired(cx) {
+            drop_in_place(this.held, this.slot.as_mut());
+            return Poll::Ready(Bound::Ended(Err(rejected)));
+        }
+        if this.overlaps && this.call.poll_another(cx).is_ready() {
+            // The call's future stays in its place, for the nested model: not this one's to
+            // drop any more.
+            this.overlaps = false;
+            this.handed_over = true;
+            return Poll::Ready(Bound::Another);
+        }
+        Poll::Pending
     }
 }
 
@@ -356,7 +390,9 @@ impl<F: Future> Drop for Bounded<'_, '_, '_, '_, F> {
     /// The whole call dropped while its call runs: the call's future goes first, on the chain
     /// (then the permits, with the call's [`Held`]).
     fn drop(&mut self) {
-        drop_in_place(self.held, self.slot.as_mut());
+        if !self.handed_over {
+            drop_in_place(self.held, self.slot.as_mut());
+        }
     }
 }
 

@@ -329,6 +329,8 @@ pub(crate) struct Hedging<'h> {
     timer: Option<Timer<'h>>,
     phase: Phase,
     blocking: bool,
+    /// The reading of the first attempt's first wait, with a percentile delay.
+    first_wait: Option<u64>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -358,6 +360,7 @@ impl Wrap for Hedge {
             timer: None,
             phase: Phase::Idle,
             blocking,
+            first_wait: None,
         }
     }
 
@@ -460,7 +463,7 @@ impl<'h> WrapCall<'h> for Hedging<'h> {
     fn after(&mut self, ended: Ended, repeatable: bool) -> Next {
         let run = Run {
             attempt: self.started,
-            started: None,
+            started: self.first_wait,
         };
         match self.settle(ended, run, 0, repeatable) {
             Settle::Another => Next::RetryAfter(Duration::ZERO),
@@ -494,8 +497,13 @@ impl<'h> WrapCall<'h> for Hedging<'h> {
             .map(|_| hedge.clock.read(Reading::Precise))
     }
 
+    fn first_wait(&self) -> Option<u64> {
+        self.first_wait
+    }
+
     fn poll_another(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if self.phase == Phase::Idle {
+            self.first_wait = self.run_starts();
             self.arm();
         }
         if self.phase != Phase::Armed {
