@@ -74,6 +74,14 @@ impl BulkheadConfig {
         BulkheadConfigBuilder::default()
     }
 
+    /// A builder starting from this configuration (one read from a file, say): change a
+    /// setting and build again.
+    pub fn to_builder(&self) -> BulkheadConfigBuilder {
+        BulkheadConfigBuilder {
+            config: self.clone(),
+        }
+    }
+
     /// The number of calls the bulkhead admits at once; with an [`adaptive`](Self::adaptive)
     /// limit, the limit it starts with (its `initial_limit`), which
     /// [`Bulkhead::max_allowed_concurrent_calls`](super::Bulkhead::max_allowed_concurrent_calls)

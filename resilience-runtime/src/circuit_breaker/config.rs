@@ -205,6 +205,14 @@ impl CircuitBreakerConfig {
         CircuitBreakerConfigBuilder::default()
     }
 
+    /// A builder starting from this configuration (one read from a file, say): change a
+    /// setting and build again.
+    pub fn to_builder(&self) -> CircuitBreakerConfigBuilder {
+        CircuitBreakerConfigBuilder {
+            config: self.clone(),
+        }
+    }
+
     /// The failure rate, in percent of the calls in the window, at or above which the breaker
     /// opens.
     pub fn failure_rate_threshold(&self) -> f32 {

@@ -71,6 +71,14 @@ impl HedgeConfig {
         HedgeConfigBuilder::default()
     }
 
+    /// A builder starting from this configuration (one read from a file, say): change a
+    /// setting and build again.
+    pub fn to_builder(&self) -> HedgeConfigBuilder {
+        HedgeConfigBuilder {
+            config: self.clone(),
+        }
+    }
+
     /// How long the attempts running go without an answer before another starts.
     pub fn delay(&self) -> Duration {
         self.delay.unwrap_or(Self::DEFAULT_DELAY)

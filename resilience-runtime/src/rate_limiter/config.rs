@@ -80,6 +80,14 @@ impl RateLimiterConfig {
         RateLimiterConfigBuilder::default()
     }
 
+    /// A builder starting from this configuration (one read from a file, say): change a
+    /// setting and build again.
+    pub fn to_builder(&self) -> RateLimiterConfigBuilder {
+        RateLimiterConfigBuilder {
+            config: self.clone(),
+        }
+    }
+
     /// The permissions of one cycle.
     pub fn limit_for_period(&self) -> u32 {
         self.limit_for_period

@@ -100,6 +100,14 @@ impl RetryConfig {
         RetryConfigBuilder::default()
     }
 
+    /// A builder starting from this configuration (one read from a file, say): change a
+    /// setting and build again.
+    pub fn to_builder(&self) -> RetryConfigBuilder {
+        RetryConfigBuilder {
+            config: self.clone(),
+        }
+    }
+
     /// The most times a call is made, the first one included.
     pub fn max_attempts(&self) -> u32 {
         self.max_attempts.unwrap_or(Self::DEFAULT_MAX_ATTEMPTS)

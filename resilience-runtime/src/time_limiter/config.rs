@@ -56,6 +56,14 @@ impl TimeLimiterConfig {
         TimeLimiterConfigBuilder::default()
     }
 
+    /// A builder starting from this configuration (one read from a file, say): change a
+    /// setting and build again.
+    pub fn to_builder(&self) -> TimeLimiterConfigBuilder {
+        TimeLimiterConfigBuilder {
+            config: self.clone(),
+        }
+    }
+
     /// How long a call may take.
     pub fn timeout_duration(&self) -> Duration {
         self.timeout_duration
