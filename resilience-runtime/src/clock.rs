@@ -43,22 +43,15 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 #[derive(Clone, Default)]
 pub struct Clock {
     manual: Option<ManualClock>,
-    /// [`Clock::precise`]: never the coarse clock.
-    precise: bool,
+    /// [`Clock::precise`]: never the coarse clock, read from its own origin.
+    precise: Option<Arc<Origin>>,
 }
 
 /// The system clock's origin, a day before first use (where that instant exists: on Windows
 /// not until the machine has been up a day, and then the first use), so that a paused tokio
 /// runtime whose frozen time began before the first reading still reads a positive duration;
 /// with its [`Fields`] when they can be read (see [`fields`]).
-static ORIGIN: Lazy<Origin> = Lazy::new(|| {
-    let now = tokio::time::Instant::now();
-    let instant = now.checked_sub(Duration::from_secs(86_400)).unwrap_or(now);
-    Origin {
-        instant,
-        fields: fields(instant).filter(|&origin| fields_agree(instant, origin)),
-    }
-});
+static ORIGIN: Lazy<Origin> = Lazy::new(|| Origin::day_before(tokio::time::Instant::now()));
 
 struct Origin {
     instant: tokio::time::Instant,
@@ -66,6 +59,17 @@ struct Origin {
     /// `Instant::duration_since` does; `None` otherwise (then every reading takes
     /// `duration_since`).
     fields: Option<(i64, u32)>,
+}
+
+impl Origin {
+    /// A day before `now`, where that instant exists (else `now`).
+    fn day_before(now: tokio::time::Instant) -> Origin {
+        let instant = now.checked_sub(Duration::from_secs(86_400)).unwrap_or(now);
+        Origin {
+            instant,
+            fields: fields(instant).filter(|&origin| fields_agree(instant, origin)),
+        }
+    }
 }
 
 /// An `Instant`'s seconds and nanoseconds, read through its `Hash`.
@@ -175,6 +179,11 @@ impl Clock {
     /// needs (the overload drill's replay of a traffic profile runs its guards on it). Each
     /// reading costs what a precise one does (a fifth more than a coarse one, per call).
     ///
+    /// Its origin is a day before its creation, where [`Clock::system`]'s is a day before the
+    /// process first read the time: created inside a paused runtime, its readings are the same
+    /// from one run to the next (a paused runtime's time starts where the operating system's
+    /// clock was when it started), so a simulation on it repeats exactly.
+    ///
     /// ```
     /// use std::time::Duration;
     /// use resilience_runtime::{Clock, Registry};
@@ -189,7 +198,7 @@ impl Clock {
     pub fn precise() -> Self {
         Clock {
             manual: None,
-            precise: true,
+            precise: Some(Arc::new(Origin::day_before(tokio::time::Instant::now()))),
         }
     }
 
@@ -206,9 +215,10 @@ impl Clock {
     /// Time since the clock's origin, in nanoseconds.
     #[inline]
     pub(crate) fn now_nanos(&self) -> u64 {
-        match &self.manual {
-            Some(manual) => manual.inner.nanos.load(Ordering::Acquire),
-            None => system_now_nanos(),
+        match (&self.manual, &self.precise) {
+            (Some(manual), _) => manual.inner.nanos.load(Ordering::Acquire),
+            (None, None) => system_now_nanos(),
+            (None, Some(origin)) => precise_now_nanos(origin),
         }
     }
 }
@@ -217,7 +227,18 @@ impl Clock {
 /// [`Clock::read`] for a coarse reading, or for none, stay small.
 #[inline(never)]
 fn system_now_nanos() -> u64 {
-    let origin = &*ORIGIN;
+    nanos_since(&ORIGIN)
+}
+
+/// [`Clock::precise`]'s reading, from its own origin.
+#[inline(never)]
+fn precise_now_nanos(origin: &Origin) -> u64 {
+    nanos_since(origin)
+}
+
+/// The operating system's monotonic clock (or a paused runtime's time) since `origin`.
+#[inline(always)]
+fn nanos_since(origin: &Origin) -> u64 {
     let now = tokio::time::Instant::now();
     if let (Some(origin), Some(now)) = (origin.fields, fields(now)) {
         return nanos_between(origin, now).min(END);
@@ -275,7 +296,7 @@ impl Clock {
     /// reading: the system clock on Linux. `None` for a [`ManualClock`] (which must drive every
     /// time a test observes), for [`Clock::precise`], and elsewhere.
     pub(crate) fn coarse_resolution(&self) -> Option<u64> {
-        if self.is_manual() || self.precise {
+        if self.is_manual() || self.precise.is_some() {
             None
         } else {
             coarse_resolution_nanos()
@@ -352,7 +373,7 @@ impl From<ManualClock> for Clock {
     fn from(manual: ManualClock) -> Self {
         Clock {
             manual: Some(manual),
-            precise: false,
+            precise: None,
         }
     }
 }
@@ -361,7 +382,7 @@ impl fmt::Debug for Clock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.manual {
             Some(m) => f.debug_tuple("Clock::Manual").field(&m.now()).finish(),
-            None if self.precise => f.write_str("Clock::Precise"),
+            None if self.precise.is_some() => f.write_str("Clock::Precise"),
             None => f.write_str("Clock::System"),
         }
     }
