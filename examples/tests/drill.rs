@@ -266,3 +266,202 @@ fn hedging_cuts_the_slow_tail_and_its_budget_caps_the_extra_load() {
     assert!(hedged_incident.extra_load() <= config.budget_ratio);
     assert_eq!(plain_incident.extra_load(), 0.0);
 }
+
+/// The shipped incident, replayed as the README tells it: the deployed guards open the breaker
+/// on the bulkhead's refusals during the surge, the team's fix does not, and the adaptive
+/// layout does not need the fix. The profile from 12:02 to 12:07, the surge's first four
+/// minutes: the whole profile takes half a minute of one core in a debug build, and the
+/// README's run is the whole of it.
+#[test]
+fn the_shipped_incident_replays_as_the_readme_tells() {
+    use resilience_examples::drill::replay::{self, GuardFile, Profile, ReplayConfig, Variant};
+    let text = std::fs::read_to_string("profiles/incident.csv").unwrap();
+    let surge: String = text
+        .lines()
+        .filter(|line| {
+            let time = line.split(',').next().unwrap_or("");
+            !line.starts_with("2024")
+                || ("2024-03-14T12:02:00Z"..="2024-03-14T12:07:00Z").contains(&time)
+        })
+        .map(|line| format!("{line}\n"))
+        .collect();
+    let profile = Profile::from_csv(&surge).unwrap();
+    assert_eq!(profile.duration().as_secs(), 310);
+    let files = [
+        "config/incident-deployed.toml",
+        "config/incident-tuned.toml",
+    ]
+    .map(|path| GuardFile::read(path).unwrap())
+    .to_vec();
+    let config = ReplayConfig {
+        variants: vec![Variant::Adaptive],
+        ..ReplayConfig::new(files, profile)
+    };
+    let report = replay::run(&config, &mut |_| {}).unwrap();
+    let run = |name: &str| report.runs.iter().find(|r| r.name == name).unwrap();
+    assert!(report.reconciles());
+
+    let deployed = run("incident-deployed").breaker.unwrap();
+    let opening = deployed
+        .opening
+        .expect("the deployed guards open the breaker");
+    let opened = report.profile.clock_time(opening.at);
+    assert!(
+        ("12:03:00".."12:05:00").contains(&opened.as_str()),
+        "in the surge: {opened}"
+    );
+    assert!(
+        opening.bulkhead_refusals * 2 > opening.failures(),
+        "on the bulkhead's refusals: {opening:?}"
+    );
+    let tuned = run("incident-tuned");
+    assert_eq!(tuned.breaker.unwrap().first_open, None, "the fix holds");
+    let adaptive = run("incident-deployed/adaptive");
+    assert_eq!(adaptive.breaker.unwrap().first_open, None);
+    assert!(
+        adaptive.counts.succeeded as f64 >= 0.99 * tuned.counts.succeeded as f64,
+        "the adaptive limit serves what the fix does, from the incident's 50: {} against {}",
+        adaptive.counts.succeeded,
+        tuned.counts.succeeded
+    );
+    assert!(run("incident-deployed").counts.succeeded * 3 < tuned.counts.succeeded * 2);
+}
+
+/// The binary's standard output, once it exited with success (else its output and errors).
+fn succeeded(output: &std::process::Output) -> String {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn the_binary_replays_a_profile_against_the_files_and_refuses_a_bad_row_by_its_line() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let id = std::process::id();
+    let profile = dir.join(format!("profile-{id}.csv"));
+    let mut text = String::from("time,requests_per_second,p50_ms,p99_ms,error_rate,workers\n");
+    for t in (0..40).step_by(5) {
+        let (rate, p50) = if t < 15 { (200, 20) } else { (900, 80) };
+        text.push_str(&format!("{t},{rate},{p50},{},0.01,100\n", p50 * 3));
+    }
+    std::fs::write(&profile, &text).unwrap();
+    let json = dir.join(format!("replay-{id}.json"));
+    let svg = dir.join(format!("replay-{id}.svg"));
+    let output = Command::new(env!("CARGO_BIN_EXE_overload-drill"))
+        .args(["--config", "config/incident-deployed.toml", "--profile"])
+        .arg(&profile)
+        .arg("--json")
+        .arg(&json)
+        .arg("--svg")
+        .arg(&svg)
+        .output()
+        .expect("the binary starts");
+    let stdout = succeeded(&output);
+    assert!(
+        stdout.contains("open loop"),
+        "says which load ran:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("incident-deployed: the breaker opened after"),
+        "{stdout}"
+    );
+    for line in stdout.lines() {
+        assert!(
+            line.chars().count() <= resilience_examples::drill::WIDTH,
+            "a line over {} columns:\n{line}",
+            resilience_examples::drill::WIDTH
+        );
+    }
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let names: Vec<&str> = report["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "incident-deployed",
+            "incident-deployed/default-order",
+            "incident-deployed/adaptive",
+            "incident-deployed/spring-order"
+        ]
+    );
+    assert!(std::fs::read_to_string(&svg)
+        .unwrap()
+        .contains(">incident-deployed/adaptive<"));
+
+    std::fs::write(&profile, text.replace("25,900,80", "25,900,eighty")).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_overload-drill"))
+        .args(["--config", "config/incident-deployed.toml", "--profile"])
+        .arg(&profile)
+        .output()
+        .expect("the binary starts");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("line 7, column `p50_ms`: `eighty` is not a number"),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "nothing ran");
+    for path in [&profile, &json, &svg] {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+#[test]
+fn the_binary_replays_prometheus_exports_one_per_column() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let id = std::process::id();
+    let matrix = |values: &[(u64, &str)]| {
+        let values: Vec<String> = values
+            .iter()
+            .map(|(t, v)| format!("[{t},\"{v}\"]"))
+            .collect();
+        format!(
+            r#"{{"status":"success","data":{{"resultType":"matrix","result":[{{"metric":{{}},"values":[{}]}}]}}}}"#,
+            values.join(",")
+        )
+    };
+    let t0 = 1_710_417_780; // 2024-03-14T12:03:00Z
+    let rate = dir.join(format!("rate-{id}.json"));
+    let p50 = dir.join(format!("p50-{id}.json"));
+    std::fs::write(
+        &rate,
+        matrix(&[(t0, "50"), (t0 + 15, "80"), (t0 + 30, "60")]),
+    )
+    .unwrap();
+    std::fs::write(&p50, matrix(&[(t0, "0.020"), (t0 + 30, "NaN")])).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_overload-drill"))
+        .args(["--config", "config/incident-deployed.toml", "--profile"])
+        .arg(format!("requests_per_second={}", rate.display()))
+        .arg("--profile")
+        .arg(format!("p50_seconds={}", p50.display()))
+        .output()
+        .expect("the binary starts");
+    let stdout = succeeded(&output);
+    assert!(
+        stdout.contains("3 steps over 45 s (from 12:03:00 UTC), 2850 requests offered"),
+        "{stdout}"
+    );
+
+    let output = Command::new(env!("CARGO_BIN_EXE_overload-drill"))
+        .args(["--config", "config/incident-deployed.toml", "--profile"])
+        .arg(format!("p99_ms={}", p50.display()))
+        .output()
+        .expect("the binary starts");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("`p99_ms`: not a column of a profile; a Prometheus export is one of"),
+        "{stderr}"
+    );
+    for path in [&rate, &p50] {
+        let _ = std::fs::remove_file(path);
+    }
+}

@@ -61,9 +61,25 @@ struct Args {
     #[arg(long, value_name = "PATH", visible_alias = "plot")]
     svg: Option<PathBuf>,
     /// Take the guards' numbers from the `orders` instances of a configuration file, such as
-    /// examples/config/incident.toml (the layouts still set precedence and what they compare)
+    /// examples/config/incident.toml (the layouts still set precedence and what they compare).
+    /// With --profile: the guards to replay, as written (repeat it to compare files; the first
+    /// is also replayed in this project's default order, with an adaptive bulkhead and in
+    /// Resilience4j's Spring order)
     #[arg(long, value_name = "PATH")]
-    config: Option<PathBuf>,
+    config: Vec<PathBuf>,
+    /// Replay an incident's profile instead: a CSV file (time, requests_per_second, p50_ms,
+    /// p99_ms, error_rate, workers), or Prometheus query_range exports, one per column, as
+    /// COLUMN=PATH (requests_per_second, p50_seconds, p99_seconds, error_rate, workers)
+    #[arg(long, value_name = "PATH or COLUMN=PATH")]
+    profile: Vec<String>,
+    /// With --profile: the instance the handler's guards are named [default: the one name the
+    /// file configures]
+    #[arg(long, value_name = "NAME")]
+    instance: Option<String>,
+    /// With --profile: CALLERS callers waiting for each answer instead of arrivals at the
+    /// profile's rate (a closed loop offers less when the service is slow, and hides overload)
+    #[arg(long, value_name = "CALLERS")]
+    closed_loop: Option<u32>,
 }
 
 fn parse_layout(text: &str) -> Result<Layout, String> {
@@ -309,11 +325,219 @@ fn slow_tail(seed: u64, started: Instant) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// The wall time, and the exit code: a failure if some offered calls did not end in exactly
+/// one outcome each.
+fn finish(started: Instant, reconciles: bool) -> ExitCode {
+    println!("\nwall time: {:.1} s", started.elapsed().as_secs_f64());
+    if reconciles {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("error: some offered calls do not add up to exactly one outcome each");
+        ExitCode::FAILURE
+    }
+}
+
+/// Reads the `--profile` arguments: one CSV file, or `COLUMN=PATH` Prometheus exports.
+fn read_profile(args: &[String]) -> Result<drill::replay::Profile, String> {
+    use drill::replay::{Column, Profile};
+    let read =
+        |path: &str| std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"));
+    let exports: Vec<Option<(&str, &str)>> = args
+        .iter()
+        .map(|a| {
+            a.split_once('=')
+                .filter(|(column, _)| Column::from_prometheus_name(column).is_ok())
+        })
+        .collect();
+    match exports.as_slice() {
+        [None] => {
+            let path = &args[0];
+            if let Some((column, _)) = path
+                .split_once('=')
+                .filter(|_| !std::path::Path::new(path).exists())
+            {
+                // Meant as a Prometheus export, with a column the profile does not have.
+                return Err(Column::from_prometheus_name(column)
+                    .expect_err("not a column")
+                    .to_string());
+            }
+            Profile::from_csv(&read(path)?).map_err(|e| format!("{path}: {e}"))
+        }
+        _ if exports.iter().all(Option::is_some) => {
+            let mut texts = Vec::new();
+            for (column, path) in exports.iter().flatten() {
+                let column = Column::from_prometheus_name(column).map_err(|e| e.to_string())?;
+                texts.push((column, read(path)?));
+            }
+            let exports: Vec<(Column, &str)> =
+                texts.iter().map(|(c, t)| (*c, t.as_str())).collect();
+            Profile::from_prometheus(&exports).map_err(|e| e.to_string())
+        }
+        _ => Err(
+            "--profile takes one CSV file, or Prometheus exports as COLUMN=PATH, one per column \
+             (requests_per_second, p50_seconds, p99_seconds, error_rate, workers)"
+                .into(),
+        ),
+    }
+}
+
+/// `--profile`: the replay of an incident against the files' guards, and what it shows.
+fn replay(args: &Args, started: Instant) -> ExitCode {
+    use drill::replay::{self, GuardFile, Load, ReplayConfig};
+    let fail = |message: &dyn std::fmt::Display| {
+        eprintln!("error: {message}");
+        ExitCode::from(2)
+    };
+    let profile = match read_profile(&args.profile) {
+        Ok(profile) => profile,
+        Err(e) => return fail(&e),
+    };
+    if args.config.is_empty() {
+        return fail(&"--profile replays the guards of a configuration file: add --config PATH");
+    }
+    let mut files = Vec::new();
+    for path in &args.config {
+        match GuardFile::read(path) {
+            Ok(file) => files.push(file),
+            Err(e) => return fail(&e),
+        }
+    }
+    for path in [&args.json, &args.svg].into_iter().flatten() {
+        if let Err(e) = std::fs::File::create(path) {
+            return fail(&format!("cannot write {}: {e}", path.display()));
+        }
+    }
+    let mut config = ReplayConfig::new(files, profile);
+    config.instance = args.instance.clone();
+    config.seed = args.seed;
+    if let Some(callers) = args.closed_loop {
+        if callers == 0 {
+            return fail(&"--closed-loop needs at least one caller");
+        }
+        config.load = Load::Closed { callers };
+    }
+    print_profile(&config);
+    let report = match replay::run(&config, &mut |run| {
+        println!(
+            "{}: replayed in {:.1} s ({} calls)",
+            run.name,
+            run.wall.as_secs_f64(),
+            run.counts.offered
+        );
+    }) {
+        Ok(report) => report,
+        Err(e) => return fail(&e),
+    };
+    println!();
+    let width = report.runs.iter().map(|r| r.name.len()).max().unwrap_or(0);
+    for run in &report.runs {
+        say(&format!("  {:<width$}  ", run.name), &run.description);
+    }
+    println!();
+    print!("{}", report.table());
+    println!();
+    say(
+        "",
+        "bulkhead, breaker, throttled and timed out: the calls refused by the bulkhead (full), \
+         the breaker (open), the rate limiter, and cut off by the time limiter; attempts = \
+         attempts that reached the dependency per offered call; opened, open for: when the \
+         breaker first opened and how long it was open in all; latencies are as the caller saw \
+         them; ok/s = successes per second of the profile",
+    );
+    println!();
+    for line in report.findings() {
+        say_indented("", "  ", &line);
+    }
+    for note in &report.notes {
+        say_indented("", "  ", &format!("(note) {note}"));
+    }
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report.json()).expect("the report serializes");
+        if let Err(e) = std::fs::write(path, text + "\n") {
+            return fail(&format!("cannot write {}: {e}", path.display()));
+        }
+        println!("\nwrote {}", path.display());
+    }
+    if let Some(path) = &args.svg {
+        if let Err(e) = std::fs::write(path, report.svg()) {
+            return fail(&format!("cannot write {}: {e}", path.display()));
+        }
+        println!("wrote {}", path.display());
+    }
+    finish(started, report.reconciles())
+}
+
+/// The replay's parameters: the profile in outline, the load, the files.
+fn print_profile(config: &drill::replay::ReplayConfig) {
+    let profile = &config.profile;
+    let steps = profile.steps();
+    let range = |of: fn(&drill::replay::ProfileStep) -> f64| {
+        let low = steps.iter().map(of).fold(f64::INFINITY, f64::min);
+        let high = steps.iter().map(of).fold(0.0, f64::max);
+        (low, high)
+    };
+    let (rate_low, rate_high) = range(|s| s.rate);
+    let (p50_low, p50_high) = range(|s| s.p50.as_secs_f64() * 1000.0);
+    let (p99_low, p99_high) = range(|s| s.p99.as_secs_f64() * 1000.0);
+    let (err_low, err_high) = range(|s| s.error_rate * 100.0);
+    say(
+        "",
+        "replay: what each layout of the guards would have done with this profile",
+    );
+    say(
+        "  profile:    ",
+        &format!(
+            "{} steps over {:.0} s{}, {:.0} requests offered, {:.0} to {:.0} a second",
+            steps.len(),
+            profile.duration().as_secs_f64(),
+            profile.start().map_or_else(String::new, |_| format!(
+                " (from {} UTC)",
+                profile.clock_time(std::time::Duration::ZERO)
+            )),
+            profile.offered(),
+            rate_low,
+            rate_high
+        ),
+    );
+    let workers = match (
+        steps.iter().filter_map(|s| s.workers).min(),
+        steps.iter().filter_map(|s| s.workers).max(),
+    ) {
+        (Some(low), Some(high)) if low == high => format!(", {low} workers"),
+        (Some(low), Some(high)) => format!(", {low} to {high} workers"),
+        _ => ", as many workers as requests".to_owned(),
+    };
+    say(
+        "  dependency: ",
+        &format!(
+            "p50 {p50_low:.0} to {p50_high:.0} ms, p99 {p99_low:.0} to {p99_high:.0} ms, \
+             {err_low:.1} to {err_high:.1} % errors{workers}"
+        ),
+    );
+    say(
+        "  load:       ",
+        &format!("{}, seed {}", config.load, config.seed),
+    );
+    say(
+        "  time:       ",
+        "virtual (tokio's paused clock, the guards on it too): a replay takes seconds, and \
+         the same seed and profile give the same report",
+    );
+    println!();
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let started = Instant::now();
     if args.slow_tail {
         return slow_tail(args.seed, started);
+    }
+    if !args.profile.is_empty() {
+        return replay(&args, started);
+    }
+    if args.config.len() > 1 {
+        eprintln!("error: one --config at a time, unless you replay a --profile");
+        return ExitCode::from(2);
     }
     let mut config = if args.adaptive {
         DrillConfig::adaptive()
@@ -335,7 +559,7 @@ fn main() -> ExitCode {
     if !args.layouts.is_empty() {
         config.layouts = args.layouts;
     }
-    if let Some(path) = &args.config {
+    if let Some(path) = args.config.first() {
         if let Err(e) = config.take_guards_from_file(path) {
             eprintln!("error: {e}");
             return ExitCode::from(2);
@@ -382,11 +606,5 @@ fn main() -> ExitCode {
         }
         println!("wrote {}", path.display());
     }
-    println!("\nwall time: {:.1} s", started.elapsed().as_secs_f64());
-    if report.reconciles() {
-        ExitCode::SUCCESS
-    } else {
-        eprintln!("error: some offered calls do not add up to exactly one outcome each");
-        ExitCode::FAILURE
-    }
+    finish(started, report.reconciles())
 }

@@ -26,6 +26,10 @@
 //! # Ok::<(), drill::DrillError>(())
 //! ```
 //!
+//! [`replay`] is the same question asked of your own incident: your configuration file's
+//! guards, your traffic and your dependency's latency from a profile, open-loop, in virtual
+//! time.
+//!
 //! The drill uses [`Registry::global`](resilience_runtime::Registry::global), as the macros
 //! do: each layout reconfigures the `orders` bulkhead and breaker (fresh instances) and sets the
 //! breaker's precedence; [`run`] restores the default precedence afterwards and runs one drill
@@ -36,6 +40,7 @@ mod downstream;
 mod load;
 mod peer;
 mod plot;
+pub mod replay;
 mod report;
 mod rng;
 mod service;

@@ -11,6 +11,8 @@ use std::fmt::Write as _;
 
 use resilience_runtime::CircuitState;
 
+use std::time::Duration;
+
 use super::report::{DrillReport, RunReport, Sample};
 
 const WIDTH: f64 = 960.0;
@@ -52,89 +54,137 @@ impl DrillReport {
     /// and the calls in flight at the downstream (queued or served) on a linear scale on the
     /// right: what the bulkhead bounds, and what piles up without it.
     pub fn svg(&self) -> String {
-        let rates: Vec<Vec<Vec<(f64, f64)>>> = self.runs.iter().map(rates_of).collect();
-        let top_rate = rates
-            .iter()
-            .flatten()
-            .flatten()
-            .map(|&(_, rate)| rate)
-            .fold(1.0, f64::max);
-        let y_max = power_ceiling(top_rate);
-        let x_max = self
-            .runs
-            .iter()
-            .map(|r| r.elapsed.as_secs_f64())
-            .fold(1.0, f64::max);
-        // An adaptive limit is drawn on the same scale as the calls in flight.
-        let in_flight_max = nice_ceiling(
-            self.runs
-                .iter()
-                .flat_map(|r| {
-                    let adaptive = r.layout.is_adaptive();
-                    r.timeline.iter().map(move |s| {
-                        s.in_flight
-                            .max(if adaptive { u64::from(s.limit) } else { 0 })
-                    })
-                })
-                .max()
-                .unwrap_or(0),
-        );
-        let height = TOP + PANEL * self.runs.len() as f64 + 8.0;
-        let mut svg = String::new();
-        let _ = write!(
-            svg,
-            r##"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">
-<rect width="100%" height="100%" fill="#ffffff"/>
-<text x="{LEFT}" y="20" font-size="15" font-weight="bold">overload drill: the same load against each layout ({} callers, seed {})</text>
-"##,
-            self.config.callers, self.config.seed
-        );
-        let mut x = LEFT;
-        for (label, colour, _) in SERIES {
-            let _ = writeln!(
-                svg,
-                r#"<rect x="{x}" y="32" width="14" height="4" fill="{colour}"/><text x="{}" y="38">{label}</text>"#,
-                x + 18.0
-            );
-            x += 30.0 + 6.5 * label.len() as f64;
-        }
-        let _ = writeln!(
-            svg,
-            r##"<line x1="{LEFT}" y1="52" x2="{}" y2="52" stroke="{IN_FLIGHT}" stroke-width="1.5" stroke-dasharray="5 2"/><text x="{}" y="56">calls in flight at the downstream (right scale)</text>
-<rect x="{}" y="47" width="14" height="10" fill="#ffcdd2"/><text x="{}" y="56">breaker open</text>
-<rect x="{}" y="47" width="14" height="10" fill="#fff3c4"/><text x="{}" y="56">half-open</text>"##,
-            LEFT + 14.0,
-            LEFT + 18.0,
-            LEFT + 340.0,
-            LEFT + 358.0,
-            LEFT + 460.0,
-            LEFT + 478.0,
-        );
-        if self.runs.iter().any(|r| r.layout.is_adaptive()) {
-            let _ = writeln!(
-                svg,
-                r#"<line x1="{}" y1="52" x2="{}" y2="52" stroke="{LIMIT}" stroke-width="1.5"/><text x="{}" y="56">adaptive limit (right scale)</text>"#,
-                LEFT + 560.0,
-                LEFT + 574.0,
-                LEFT + 578.0,
-            );
-        }
-        let scales = Scales {
-            x_max,
-            y_max,
-            in_flight_max,
-        };
-        for (i, (run, series)) in self.runs.iter().zip(&rates).enumerate() {
-            panel(&mut svg, TOP + PANEL * i as f64, run, series, &scales);
-        }
-        svg.push_str("</svg>\n");
-        svg
+        let panels: Vec<&dyn Panel> = self.runs.iter().map(|r| r as &dyn Panel).collect();
+        draw(
+            &format!(
+                "overload drill: the same load against each layout ({} callers, seed {})",
+                self.config.callers, self.config.seed
+            ),
+            &panels,
+        )
     }
 }
 
-/// Per series, `(seconds, calls per second)` points of `run`.
-fn rates_of(run: &RunReport) -> Vec<Vec<(f64, f64)>> {
-    let samples = &run.timeline;
+/// One panel of a picture: a run's timeline and its labels.
+pub(crate) trait Panel {
+    /// The bold title.
+    fn title(&self) -> String;
+    /// What follows the title, in grey.
+    fn caption(&self) -> String;
+    /// The samples, in time order.
+    fn timeline(&self) -> &[Sample];
+    /// When the offered load ended (a dashed line).
+    fn load_ends(&self) -> Duration;
+    /// When the run ended, its calls drained.
+    fn elapsed(&self) -> Duration;
+    /// Whether the bulkhead's limit moves (an adaptive limit: drawn on the right-hand scale).
+    fn draws_limit(&self) -> bool;
+}
+
+impl Panel for RunReport {
+    fn title(&self) -> String {
+        self.layout.name()
+    }
+    fn caption(&self) -> String {
+        format!("{:.0} ok/s · {}", self.throughput(), self.layout.describe())
+    }
+    fn timeline(&self) -> &[Sample] {
+        &self.timeline
+    }
+    fn load_ends(&self) -> Duration {
+        self.duration
+    }
+    fn elapsed(&self) -> Duration {
+        self.elapsed
+    }
+    fn draws_limit(&self) -> bool {
+        self.layout.is_adaptive()
+    }
+}
+
+/// `panels` as an SVG image under `title`: each the calls per second that ended in each
+/// outcome, on one logarithmic scale for every panel, the breaker's open time shaded, the
+/// calls in flight at the downstream (and a moving limit) on a linear scale on the right.
+pub(crate) fn draw(title: &str, panels: &[&dyn Panel]) -> String {
+    let rates: Vec<Vec<Vec<(f64, f64)>>> = panels.iter().map(|p| rates_of(p.timeline())).collect();
+    let top_rate = rates
+        .iter()
+        .flatten()
+        .flatten()
+        .map(|&(_, rate)| rate)
+        .fold(1.0, f64::max);
+    let y_max = power_ceiling(top_rate);
+    let x_max = panels
+        .iter()
+        .map(|p| p.elapsed().as_secs_f64())
+        .fold(1.0, f64::max);
+    // A moving limit is drawn on the same scale as the calls in flight.
+    let in_flight_max = nice_ceiling(
+        panels
+            .iter()
+            .flat_map(|p| {
+                let limit = p.draws_limit();
+                p.timeline()
+                    .iter()
+                    .map(move |s| s.in_flight.max(if limit { u64::from(s.limit) } else { 0 }))
+            })
+            .max()
+            .unwrap_or(0),
+    );
+    let height = TOP + PANEL * panels.len() as f64 + 8.0;
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="#ffffff"/>
+<text x="{LEFT}" y="20" font-size="15" font-weight="bold">{}</text>
+"##,
+        escape(title)
+    );
+    let mut x = LEFT;
+    for (label, colour, _) in SERIES {
+        let _ = writeln!(
+            svg,
+            r#"<rect x="{x}" y="32" width="14" height="4" fill="{colour}"/><text x="{}" y="38">{label}</text>"#,
+            x + 18.0
+        );
+        x += 30.0 + 6.5 * label.len() as f64;
+    }
+    let _ = writeln!(
+        svg,
+        r##"<line x1="{LEFT}" y1="52" x2="{}" y2="52" stroke="{IN_FLIGHT}" stroke-width="1.5" stroke-dasharray="5 2"/><text x="{}" y="56">calls in flight at the downstream (right scale)</text>
+<rect x="{}" y="47" width="14" height="10" fill="#ffcdd2"/><text x="{}" y="56">breaker open</text>
+<rect x="{}" y="47" width="14" height="10" fill="#fff3c4"/><text x="{}" y="56">half-open</text>"##,
+        LEFT + 14.0,
+        LEFT + 18.0,
+        LEFT + 340.0,
+        LEFT + 358.0,
+        LEFT + 460.0,
+        LEFT + 478.0,
+    );
+    if panels.iter().any(|p| p.draws_limit()) {
+        let _ = writeln!(
+            svg,
+            r#"<line x1="{}" y1="52" x2="{}" y2="52" stroke="{LIMIT}" stroke-width="1.5"/><text x="{}" y="56">adaptive limit (right scale)</text>"#,
+            LEFT + 560.0,
+            LEFT + 574.0,
+            LEFT + 578.0,
+        );
+    }
+    let scales = Scales {
+        x_max,
+        y_max,
+        in_flight_max,
+    };
+    for (i, (run, series)) in panels.iter().zip(&rates).enumerate() {
+        panel(&mut svg, TOP + PANEL * i as f64, *run, series, &scales);
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// Per series, `(seconds, calls per second)` points of a timeline.
+fn rates_of(samples: &[Sample]) -> Vec<Vec<(f64, f64)>> {
     SERIES
         .iter()
         .map(|(_, _, count)| {
@@ -180,7 +230,7 @@ fn power_ceiling(value: f64) -> f64 {
     10f64.powf(value.log10().ceil()).max(100.0)
 }
 
-fn panel(svg: &mut String, top: f64, run: &RunReport, series: &[Vec<(f64, f64)>], scales: &Scales) {
+fn panel(svg: &mut String, top: f64, run: &dyn Panel, series: &[Vec<(f64, f64)>], scales: &Scales) {
     let Scales {
         x_max,
         y_max,
@@ -194,13 +244,13 @@ fn panel(svg: &mut String, top: f64, run: &RunReport, series: &[Vec<(f64, f64)>]
         |rate: f64| plot_top + PLOT_HEIGHT * (1.0 - (rate.max(FLOOR) / FLOOR).log10() / decades);
     let _ = writeln!(
         svg,
-        r##"<text x="{LEFT}" y="{}" font-weight="bold">{}</text><text x="{}" y="{}" fill="#555555" font-size="11">{:.0} ok/s · {}</text>"##,
+        r##"<text x="{LEFT}" y="{}" font-weight="bold">{}</text><text x="{}" y="{}" fill="#555555" font-size="11">{}</text>"##,
         top + 14.0,
-        run.layout.name(),
-        LEFT + 160.0,
+        escape(&run.title()),
+        // After the title, which is bold: about 7.5 px a character.
+        LEFT + 160f64.max(7.5 * run.title().chars().count() as f64 + 16.0),
         top + 14.0,
-        run.throughput(),
-        escape(&run.layout.describe())
+        escape(&run.caption())
     );
     // The breaker's refusing spans, from the samples' states.
     let mut span: Option<(f64, &str)> = None;
@@ -212,7 +262,7 @@ fn panel(svg: &mut String, top: f64, run: &RunReport, series: &[Vec<(f64, f64)>]
             (x_of(to) - x_of(from)).max(0.5)
         );
     };
-    for sample in &run.timeline {
+    for sample in run.timeline() {
         let t = sample.elapsed.as_secs_f64();
         let fill = match sample.breaker {
             CircuitState::Open | CircuitState::ForcedOpen => Some("#ffcdd2"),
@@ -229,7 +279,7 @@ fn panel(svg: &mut String, top: f64, run: &RunReport, series: &[Vec<(f64, f64)>]
             (None, None) => {}
         }
     }
-    if let (Some((from, open)), Some(last)) = (span, run.timeline.last()) {
+    if let (Some((from, open)), Some(last)) = (span, run.timeline().last()) {
         close(svg, from, last.elapsed.as_secs_f64(), open);
     }
     // Axes, the scale, the end of the offered load.
@@ -239,9 +289,9 @@ fn panel(svg: &mut String, top: f64, run: &RunReport, series: &[Vec<(f64, f64)>]
         r##"<line x1="{LEFT}" y1="{bottom}" x2="{}" y2="{bottom}" stroke="#999999"/><line x1="{LEFT}" y1="{plot_top}" x2="{LEFT}" y2="{bottom}" stroke="#999999"/>
 <line x1="{:.1}" y1="{plot_top}" x2="{:.1}" y2="{bottom}" stroke="#999999" stroke-dasharray="3 3"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#777777" font-size="10">load ends</text>"##,
         WIDTH - RIGHT,
-        x_of(run.duration.as_secs_f64()),
-        x_of(run.duration.as_secs_f64()),
-        x_of(run.duration.as_secs_f64()) - 3.0,
+        x_of(run.load_ends().as_secs_f64()),
+        x_of(run.load_ends().as_secs_f64()),
+        x_of(run.load_ends().as_secs_f64()) - 3.0,
         plot_top + 10.0,
     );
     let mut rate = FLOOR;
@@ -256,12 +306,23 @@ fn panel(svg: &mut String, top: f64, run: &RunReport, series: &[Vec<(f64, f64)>]
         );
         rate *= 10.0;
     }
-    let step = if x_max > 30.0 { 10.0 } else { 2.0 };
-    let mut tick = 0.0;
+    // At most a dozen labels: seconds up to two minutes, minutes after.
+    let step = [
+        1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+    ]
+    .into_iter()
+    .find(|step| x_max / step <= 12.0)
+    .unwrap_or(7200.0);
+    let mut tick: f64 = 0.0;
     while tick <= x_max {
+        let label = if step >= 60.0 {
+            format!("{:.0} min", tick / 60.0)
+        } else {
+            format!("{tick:.0} s")
+        };
         let _ = writeln!(
             svg,
-            r##"<text x="{:.1}" y="{}" text-anchor="middle" fill="#555555">{tick:.0} s</text>"##,
+            r##"<text x="{:.1}" y="{}" text-anchor="middle" fill="#555555">{label}</text>"##,
             x_of(tick),
             bottom + 14.0
         );
@@ -280,11 +341,11 @@ fn panel(svg: &mut String, top: f64, run: &RunReport, series: &[Vec<(f64, f64)>]
     }
     // On the right-hand scale too: the calls in flight (dashed) and an adaptive limit.
     let right_hand = |svg: &mut String, of: fn(&Sample) -> u64, style: &str| {
-        if run.timeline.is_empty() {
+        if run.timeline().is_empty() {
             return;
         }
         let mut line = String::new();
-        for sample in &run.timeline {
+        for sample in run.timeline() {
             let _ = write!(
                 line,
                 "{:.1},{:.1} ",
@@ -303,7 +364,7 @@ fn panel(svg: &mut String, top: f64, run: &RunReport, series: &[Vec<(f64, f64)>]
         |s| s.in_flight,
         &format!(r#"stroke="{IN_FLIGHT}" stroke-dasharray="5 2""#),
     );
-    if run.layout.is_adaptive() {
+    if run.draws_limit() {
         right_hand(svg, |s| u64::from(s.limit), &format!(r#"stroke="{LIMIT}""#));
     }
     for ((_, colour, _), points) in SERIES.iter().zip(series) {

@@ -102,6 +102,20 @@ impl Latencies {
         samples.push(micros(latency));
     }
 
+    /// The summaries of the successes and of the refusals (by the bulkhead or the breaker).
+    pub(crate) fn summaries(mut self) -> (Option<LatencySummary>, Option<LatencySummary>) {
+        let mut rejected: Vec<u32> = self
+            .rejected_bulkhead
+            .iter()
+            .chain(&self.not_permitted)
+            .copied()
+            .collect();
+        (
+            LatencySummary::of(&mut self.succeeded),
+            LatencySummary::of(&mut rejected),
+        )
+    }
+
     pub(crate) fn merge(&mut self, other: Latencies) {
         self.succeeded.extend(other.succeeded);
         self.failed.extend(other.failed);
@@ -143,7 +157,7 @@ impl LatencySummary {
         })
     }
 
-    fn json(summary: Option<LatencySummary>) -> Value {
+    pub(crate) fn json(summary: Option<LatencySummary>) -> Value {
         match summary {
             None => Value::Null,
             Some(s) => json!({
@@ -157,7 +171,7 @@ impl LatencySummary {
 }
 
 /// Milliseconds with a tenth of a millisecond's precision.
-fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     (d.as_secs_f64() * 10_000.0).round() / 10.0
 }
 
@@ -766,7 +780,7 @@ fn dash_unless(present: bool, n: u64) -> String {
 }
 
 /// `12 ms`, `0.4 ms`, `1.2 s`.
-fn format_ms(d: Duration) -> String {
+pub(crate) fn format_ms(d: Duration) -> String {
     let ms = d.as_secs_f64() * 1000.0;
     if ms >= 1000.0 {
         format!("{:.2} s", ms / 1000.0)
@@ -806,7 +820,7 @@ pub fn wrap(first: &str, rest: &str, text: &str) -> String {
     out
 }
 
-fn format_table(header: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn format_table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
