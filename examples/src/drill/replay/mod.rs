@@ -1060,7 +1060,8 @@ async fn replay_layout(layout: &Prepared, config: &ReplayConfig) -> ReplayRun {
     );
     let limits = bulkhead
         .as_ref()
-        .filter(|_| layout.variant == Some(Variant::Adaptive))
+        // An adaptive limit, the variant's or the file's own.
+        .filter(|_| registry.bulkhead_config(name).adaptive().is_some())
         .map(|_| {
             let limits: Vec<u32> = timeline.iter().map(|s| s.limit).collect();
             (

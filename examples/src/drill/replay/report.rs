@@ -154,9 +154,11 @@ impl ReplayRun {
     /// entered once per call, its own count of refusals agrees with the callers').
     pub fn reconciles(&self) -> bool {
         let c = &self.counts;
-        let once = !self.guards.contains(&Aspect::Retry)
-            || self.guards.iter().position(|a| *a == Aspect::Bulkhead)
-                < self.guards.iter().position(|a| *a == Aspect::Retry);
+        // Entered once per call unless a retry or a hedge outside it makes it again.
+        let at = |aspect| self.guards.iter().position(|a| *a == aspect);
+        let once = [Aspect::Retry, Aspect::Hedge]
+            .into_iter()
+            .all(|wrapper| at(wrapper).is_none() || at(Aspect::Bulkhead) < at(wrapper));
         c.offered == c.ended()
             && (!once
                 || self
