@@ -270,8 +270,8 @@ fn hedging_cuts_the_slow_tail_and_its_budget_caps_the_extra_load() {
 /// The shipped incident, replayed as the README tells it: the deployed guards open the breaker
 /// on the bulkhead's refusals during the surge, the team's fix does not, and the adaptive
 /// layout does not need the fix. The profile from 12:02 to 12:07, the surge's first four
-/// minutes: the whole profile takes half a minute of one core in a debug build, and the
-/// README's run is the whole of it.
+/// minutes, to keep the test command fast in a debug build; the README's run is the whole of
+/// it.
 #[test]
 fn the_shipped_incident_replays_as_the_readme_tells() {
     use resilience_examples::drill::replay::{self, GuardFile, Profile, ReplayConfig, Variant};
@@ -431,6 +431,7 @@ fn the_binary_replays_prometheus_exports_one_per_column() {
     let t0 = 1_710_417_780; // 2024-03-14T12:03:00Z
     let rate = dir.join(format!("rate-{id}.json"));
     let p50 = dir.join(format!("p50-{id}.json"));
+    let json = dir.join(format!("prometheus-replay-{id}.json"));
     std::fs::write(
         &rate,
         matrix(&[(t0, "50"), (t0 + 15, "80"), (t0 + 30, "60")]),
@@ -442,6 +443,8 @@ fn the_binary_replays_prometheus_exports_one_per_column() {
         .arg(format!("requests_per_second={}", rate.display()))
         .arg("--profile")
         .arg(format!("p50_seconds={}", p50.display()))
+        .arg("--json")
+        .arg(&json)
         .output()
         .expect("the binary starts");
     let stdout = succeeded(&output);
@@ -449,6 +452,11 @@ fn the_binary_replays_prometheus_exports_one_per_column() {
         stdout.contains("3 steps over 45 s (from 12:03:00 UTC), 2850 requests offered"),
         "{stdout}"
     );
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for run in report["runs"].as_array().unwrap() {
+        assert_eq!(run["offered"], 2850, "{run}");
+        assert_eq!(run["reconciles"], true, "{run}");
+    }
 
     let output = Command::new(env!("CARGO_BIN_EXE_overload-drill"))
         .args(["--config", "config/incident-deployed.toml", "--profile"])
@@ -461,7 +469,7 @@ fn the_binary_replays_prometheus_exports_one_per_column() {
         stderr.contains("`p99_ms`: not a column of a profile; a Prometheus export is one of"),
         "{stderr}"
     );
-    for path in [&rate, &p50] {
+    for path in [&rate, &p50, &json] {
         let _ = std::fs::remove_file(path);
     }
 }

@@ -176,8 +176,9 @@ impl Clock {
     /// windows, budgets and an adaptive limit's samples too, which [`Clock::system`] reads from
     /// the operating system's coarse clock. Inside a tokio runtime whose time is paused, then,
     /// everything a guard times follows the runtime's time: what a simulation in virtual time
-    /// needs (the overload drill's replay of a traffic profile runs its guards on it). Each
-    /// reading costs what a precise one does (a fifth more than a coarse one, per call).
+    /// needs (the overload drill's replay of a traffic profile runs its guards on it). Every
+    /// reading is a precise one, which costs several times a coarse one (BENCHMARKS.md,
+    /// "components").
     ///
     /// Its origin is a day before its creation, where [`Clock::system`]'s is a day before the
     /// process first read the time: created inside a paused runtime, its readings are the same

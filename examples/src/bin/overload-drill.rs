@@ -440,7 +440,7 @@ fn replay(args: &Args, started: Instant) -> ExitCode {
         "",
         "bulkhead, breaker, throttled and timed out: the calls refused by the bulkhead (full), \
          the breaker (open), the rate limiter, and cut off by the time limiter; attempts = \
-         attempts that reached the dependency per offered call; opened, open for: when the \
+         attempts the dependency began to serve per offered call; opened, open for: when the \
          breaker first opened and how long it was open in all; latencies are as the caller saw \
          them; ok/s = successes per second of the profile",
     );
@@ -521,7 +521,7 @@ fn print_profile(config: &drill::replay::ReplayConfig) {
     say(
         "  time:       ",
         "virtual (tokio's paused clock, the guards on it too): a replay takes seconds, and \
-         the same seed and profile give the same report",
+         the same seed and profile give the same report (a retry's jitter aside)",
     );
     println!();
 }

@@ -113,10 +113,10 @@ impl Downstream {
 
 /// One request counted in [`Downstream::in_flight`] while it lives: until it is served, or
 /// until its future is dropped (a time limiter cut it off).
-struct InFlight<'a>(&'a AtomicU64);
+pub(crate) struct InFlight<'a>(&'a AtomicU64);
 
 impl<'a> InFlight<'a> {
-    fn enter(count: &'a AtomicU64) -> Self {
+    pub(crate) fn enter(count: &'a AtomicU64) -> Self {
         count.fetch_add(1, Ordering::Relaxed);
         InFlight(count)
     }

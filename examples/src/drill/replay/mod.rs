@@ -13,8 +13,10 @@
 //! Calls arrive open-loop by default ([`Load::Open`]): at the profile's rate, however slowly
 //! the service answers, as real traffic does (a closed loop of callers, [`Load::Closed`],
 //! waits for each answer, and so offers less the more the service struggles: it hides
-//! overload). The replay runs on tokio's paused clock, guards included ([`Clock::precise`]):
-//! a 15-minute profile takes seconds, and the same seed and profile give the same report.
+//! overload). The replay runs on tokio's paused clock, guards included ([`Clock::precise`](resilience_runtime::Clock::precise)):
+//! a 15-minute profile takes seconds, and the same seed and profile give the same report
+//! (apart from the wall time it took, and a retry's jitter, which is not seeded: the report
+//! notes it).
 //!
 //! ```
 //! use resilience_examples::drill::replay::{self, GuardFile, Profile, ReplayConfig};
@@ -40,28 +42,31 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod dependency;
+mod layout;
 pub mod profile;
 mod report;
+mod watch;
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use resilience_runtime::document::Setting;
 use resilience_runtime::{
-    AdaptiveLimit, Aspect, BulkheadConfig, BulkheadEvent, CircuitBreakerEvent, CircuitState, Clock,
-    ConfigError, DocumentError, Guard, LimitAlgorithm, Plan, RateLimiterEvent, Registry, Rejected,
-    RetryEvent, SlidingWindow, TimeLimiterEvent,
+    Aspect, BulkheadEvent, CircuitBreakerEvent, CircuitState, ConfigError, DocumentError, Plan,
+    RateLimiterEvent, Rejected, RetryEvent, TimeLimiterEvent,
 };
 use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 
+use dependency::Dependency;
+use layout::{prepare, prepare_all, Prepared};
+use watch::{Recorded, Watch};
+
 use super::report::{Counts, Latencies, Outcome, Sample};
 use super::rng::SplitMix64;
-use super::Layout;
 
 pub use profile::{Arrivals, Column, Profile, ProfileError, ProfileStep, LOOKBACK};
 pub use report::{BreakerReplay, Opening, ReplayReport, ReplayRun};
@@ -145,8 +150,8 @@ impl Variant {
 /// How calls arrive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Load {
-    /// At the profile's rate whatever happens to them (a Poisson process of the step's rate):
-    /// what real traffic does.
+    /// At the profile's rate whatever happens to them (each step's rounded count, at uniformly
+    /// random times within it): what real traffic does.
     Open,
     /// `callers` callers, each waiting for its call's answer, then pausing `callers / rate`
     /// (±50 %, seeded) before its next: with instant answers they offer the profile's rate, and
@@ -176,8 +181,8 @@ pub struct ReplayConfig {
     /// The configuration files, each replayed as written; the first also in each of
     /// `variants`.
     pub files: Vec<GuardFile>,
-    /// The instance the handler's guards are named (`orders`); `None`: the one name the first
-    /// file configures.
+    /// The instance the handler's guards are named (`orders`); `None`: the one name each file
+    /// configures (fault injection aside).
     pub instance: Option<String>,
     /// The traffic and the dependency.
     pub profile: Profile,
@@ -275,229 +280,6 @@ impl From<ConfigError> for ReplayError {
     }
 }
 
-/// One layout, ready to run: its registry (on the precise clock) and the handler's plan.
-struct Prepared {
-    name: String,
-    /// The index of its file in [`ReplayConfig::files`].
-    file: usize,
-    variant: Option<Variant>,
-    description: String,
-    registry: Registry,
-    instance: String,
-    /// The handler's guards, outermost first.
-    aspects: Vec<Aspect>,
-    plan: Arc<Plan>,
-}
-
-impl Prepared {
-    fn has(&self, aspect: Aspect) -> bool {
-        self.aspects.contains(&aspect)
-    }
-
-    /// Whether `inner` runs inside `outer` in this layout.
-    fn inside(&self, inner: Aspect, outer: Aspect) -> bool {
-        let at = |a| self.aspects.iter().position(|x| *x == a);
-        matches!((at(inner), at(outer)), (Some(i), Some(o)) if i > o)
-    }
-}
-
-/// The layouts of `config` (each prepared once here, so that a refused file or layout is
-/// refused before anything runs), and the notes on the variants left out.
-fn prepare_all(config: &ReplayConfig) -> Result<(Vec<Prepared>, Vec<String>), ReplayError> {
-    let mut layouts = Vec::new();
-    let mut notes = Vec::new();
-    for (i, file) in config.files.iter().enumerate() {
-        let written = prepare(file, i, config.instance.as_deref(), None)?;
-        if written.has(Aspect::Retry)
-            && written
-                .registry
-                .retry_config(&written.instance)
-                .randomized_wait_factor()
-                > 0.0
-        {
-            notes.push(format!(
-                "{}: the retry's jitter (randomized_wait_factor) is not seeded, so replays of \
-                 this file differ a little from run to run",
-                written.name
-            ));
-        }
-        layouts.push(written);
-        if i > 0 {
-            continue;
-        }
-        for &variant in &config.variants {
-            match prepare(file, i, config.instance.as_deref(), Some(variant))? {
-                prepared
-                    if variant == Variant::DefaultOrder
-                        && prepared.aspects == layouts[0].aspects =>
-                {
-                    notes.push(format!(
-                        "{}: the file's order is the default already, so it is not replayed again",
-                        prepared.name
-                    ));
-                }
-                prepared if variant == Variant::Adaptive && !prepared.has(Aspect::Bulkhead) => {
-                    notes.push(format!(
-                        "{}: the handler has no bulkhead to adapt",
-                        prepared.name
-                    ));
-                }
-                prepared => layouts.push(prepared),
-            }
-        }
-    }
-    Ok((layouts, notes))
-}
-
-/// The registry and plan of `file`, as written or as `variant` changes it.
-fn prepare(
-    file: &GuardFile,
-    index: usize,
-    instance: Option<&str>,
-    variant: Option<Variant>,
-) -> Result<Prepared, ReplayError> {
-    let registry = Registry::with_clock(Clock::precise());
-    let changes = registry
-        .load_toml(&file.text)
-        .map_err(|error| ReplayError::Config {
-            file: file.name.clone(),
-            error,
-        })?;
-    let mut names: Vec<&str> = changes
-        .iter()
-        .filter_map(|c| match &c.setting {
-            Setting::Named(_, name) => Some(&**name),
-            _ => None,
-        })
-        .collect();
-    names.sort_unstable();
-    names.dedup();
-    let instance = match (instance, names.as_slice()) {
-        (Some(name), _) if names.contains(&name) => name.to_owned(),
-        (Some(name), _) => {
-            return Err(ReplayError::Instance {
-                file: file.name.clone(),
-                reason: format!(
-                    "configures no instance `{name}`; it names {}",
-                    list_or_none(&names)
-                ),
-            })
-        }
-        (None, [one]) => (*one).to_owned(),
-        (None, _) => {
-            return Err(ReplayError::Instance {
-                file: file.name.clone(),
-                reason: format!(
-                    "names {}: say which instance the handler's guards are (--instance NAME)",
-                    list_or_none(&names)
-                ),
-            })
-        }
-    };
-    let configured = |aspect: Aspect| {
-        changes.iter().any(|c| {
-            matches!(&c.setting, Setting::Named(a, name) if *a == aspect && **name == *instance)
-        })
-    };
-    // Faults are for tests and game days: a replay's faults are its profile's.
-    let carried: Vec<Aspect> = Aspect::ALL
-        .into_iter()
-        .filter(|&a| a != Aspect::Fault && configured(a))
-        .collect();
-    let mut description = String::new();
-    match variant {
-        None => description.push_str("as written"),
-        Some(Variant::DefaultOrder) => {
-            default_order(&registry)?;
-            description.push_str("this project's default order");
-        }
-        Some(Variant::Adaptive) => {
-            default_order(&registry)?;
-            let config = registry.bulkhead_config(&instance);
-            let initial = config.max_concurrent_calls();
-            let max = initial.saturating_mul(10).max(10);
-            // A new configuration, not `to_builder`: a fixed limit and an adaptive one are
-            // refused together.
-            registry.configure_bulkhead(
-                &instance,
-                BulkheadConfig::builder()
-                    .max_wait_duration(config.max_wait_duration())
-                    .fair_call_handling(config.fair_call_handling())
-                    .adaptive(
-                        AdaptiveLimit::new(LimitAlgorithm::Knee)
-                            .initial_limit(initial)
-                            .min_limit(1)
-                            .max_limit(max),
-                    )
-                    .build()?,
-            )?;
-            description = format!(
-                "default order, the bulkhead's limit adaptive (knee) from {initial}, between 1 and {max}"
-            );
-        }
-        Some(Variant::SpringOrder) => {
-            for (aspect, precedence) in Layout::SpringDefault.precedence() {
-                registry.set_precedence(aspect, precedence)?;
-            }
-            if carried.contains(&Aspect::CircuitBreaker) {
-                let config = registry.circuit_breaker_config(&instance);
-                registry.configure_circuit_breaker(
-                    &instance,
-                    config.to_builder().record_rejections(true).build()?,
-                )?;
-            }
-            if carried.contains(&Aspect::Retry) {
-                let config = registry.retry_config(&instance);
-                registry.configure_retry(
-                    &instance,
-                    config.to_builder().retry_on_rejection(true).build()?,
-                )?;
-            }
-            description.push_str(
-                "Resilience4j's Spring order, rejections recorded by the breaker and retried",
-            );
-        }
-    }
-    let mut aspects = carried;
-    aspects.sort_by_key(|a| registry.precedence_of(*a));
-    let guards: Vec<Guard<'_>> = aspects.iter().map(|a| Guard::new(*a, &instance)).collect();
-    let plan = Arc::new(registry.plan(&guards)?);
-    let order: Vec<&str> = aspects.iter().map(|a| a.as_str()).collect();
-    description.push_str(&format!(": {}", order.join(" → ")));
-    Ok(Prepared {
-        file: index,
-        variant,
-        name: match variant {
-            None => file.name.clone(),
-            Some(v) => format!("{}/{}", file.name, v.name()),
-        },
-        description,
-        registry,
-        instance,
-        aspects,
-        plan,
-    })
-}
-
-fn list_or_none(names: &[&str]) -> String {
-    if names.is_empty() {
-        "no instance".to_owned()
-    } else {
-        names
-            .iter()
-            .map(|n| format!("`{n}`"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-}
-
-fn default_order(registry: &Registry) -> Result<(), ConfigError> {
-    for aspect in Aspect::ALL {
-        registry.set_precedence(aspect, aspect.default_precedence())?;
-    }
-    Ok(())
-}
-
 /// Replays `config`'s profile against each layout in turn, calling `finished` after each.
 ///
 /// # Errors
@@ -568,94 +350,8 @@ fn outcome_of(result: &Result<(), CallError>) -> Outcome {
     }
 }
 
-/// The simulated dependency: the profile's service times and errors, its workers if it gives
-/// them.
-struct Dependency {
-    profile: Profile,
-    seed: u64,
-    started: Instant,
-    /// `None`: as many workers as requests.
-    workers: Option<Arc<Semaphore>>,
-    /// Requests at the dependency, queued for a worker or served.
-    in_flight: AtomicU64,
-    /// Requests it began serving, answered, and failed.
-    served: AtomicU64,
-    answered: AtomicU64,
-    failed: AtomicU64,
-}
-
-impl Dependency {
-    /// Serves attempt `attempt` of request `id`: its draws depend on those two alone, so every
-    /// layout offers the same requests; the step is the one in force when a worker takes it.
-    async fn serve(&self, id: u64, attempt: u32) -> Result<(), CallError> {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
-        let _counted = Decrement(&self.in_flight);
-        let _worker = match &self.workers {
-            Some(workers) => Some(
-                workers
-                    .acquire()
-                    .await
-                    .expect("the workers are never closed"),
-            ),
-            None => None,
-        };
-        self.served.fetch_add(1, Ordering::Relaxed);
-        let step = self.profile.step_at(self.started.elapsed());
-        let mut rng = SplitMix64::for_stream(self.seed, (id << 8) | u64::from(attempt.min(255)));
-        let z = standard_normal(&mut rng);
-        let fails = rng.chance(step.error_rate);
-        tokio::time::sleep(step.service_time(z)).await;
-        self.answered.fetch_add(1, Ordering::Relaxed);
-        if fails {
-            self.failed.fetch_add(1, Ordering::Relaxed);
-            Err(CallError::Dependency)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Follows the profile's workers, step by step: more are added at once; fewer take effect
-    /// as workers come free (after the requests already queued).
-    async fn follow_workers(self: Arc<Self>) {
-        let Some(workers) = self.workers.clone() else {
-            return;
-        };
-        let mut current = self.profile.steps()[0].workers.unwrap_or(1);
-        for step in &self.profile.steps()[1..] {
-            tokio::time::sleep_until(self.started + step.at).await;
-            let next = step.workers.unwrap_or(current);
-            if next > current {
-                workers.add_permits((next - current) as usize);
-            } else if next < current {
-                let workers = Arc::clone(&workers);
-                tokio::spawn(async move {
-                    if let Ok(permits) = workers.acquire_many(current - next).await {
-                        permits.forget();
-                    }
-                });
-            }
-            current = next;
-        }
-    }
-}
-
-struct Decrement<'a>(&'a AtomicU64);
-
-impl Drop for Decrement<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A standard normal draw (Box–Muller).
-fn standard_normal(rng: &mut SplitMix64) -> f64 {
-    let u1 = 1.0 - rng.next_f64();
-    let u2 = rng.next_f64();
-    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
 }
 
 /// What the calls ended in, as they end.
@@ -671,10 +367,7 @@ struct Recorder {
 impl Recorder {
     fn record(&self, outcome: Outcome, latency: Duration) {
         self.counts[outcome as usize].fetch_add(1, Ordering::Relaxed);
-        self.latencies
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .record(outcome, latency);
+        lock(&self.latencies).record(outcome, latency);
         self.ended.fetch_add(1, Ordering::Relaxed);
         self.all_ended.notify_one();
     }
@@ -702,9 +395,14 @@ struct Shared {
 }
 
 impl Shared {
-    /// Offers request `id` and records how it ended.
-    async fn call(&self, id: u64) {
+    /// Counts a call offered: by the load, before the call's task runs, so that waiting for
+    /// every offered call to end cannot miss one not yet started.
+    fn offer(&self) {
         self.recorder.offered.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Makes request `id`, [offered](Self::offer) already, and records how it ended.
+    async fn call(&self, id: u64) {
         let sent = Instant::now();
         let attempts = AtomicU32::new(0);
         let result = self
@@ -715,117 +413,6 @@ impl Shared {
             })
             .await;
         self.recorder.record(outcome_of(&result), sent.elapsed());
-    }
-}
-
-/// What the breaker recorded for one call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Recorded {
-    Success,
-    /// A failure of the dependency (an error it returned).
-    Dependency,
-    /// The bulkhead's refusal, recorded as a failure (`record_rejections`).
-    Bulkhead,
-    /// The rate limiter's refusal, likewise.
-    RateLimiter,
-    /// The time limiter's cut-off (always a failure).
-    TimeOut,
-}
-
-/// The breaker's story in one layout, from its events and those of the guards inside it.
-///
-/// A breaker's error event does not say what it recorded; a refusal by a guard inside the
-/// breaker and the breaker's record of it happen in one poll of the call's task, one after the
-/// other, so the refusal's event, kept with the task's id, names the next error event of the
-/// same task.
-struct Watch {
-    window: SlidingWindow,
-    /// The outcomes in the breaker's window, until it first opens.
-    recent: VecDeque<(Duration, Recorded)>,
-    pending: Option<(tokio::task::Id, Recorded)>,
-    openings: u32,
-    first_open: Option<Duration>,
-    open_since: Option<Duration>,
-    open_time: Duration,
-    opening: Option<Opening>,
-    failure_rate: Option<f32>,
-    slow_call_rate: Option<f32>,
-}
-
-impl Watch {
-    fn new(window: SlidingWindow) -> Watch {
-        Watch {
-            window,
-            recent: VecDeque::new(),
-            pending: None,
-            openings: 0,
-            first_open: None,
-            open_since: None,
-            open_time: Duration::ZERO,
-            opening: None,
-            failure_rate: None,
-            slow_call_rate: None,
-        }
-    }
-
-    /// A guard inside the breaker refused the call this task makes, as `kind`.
-    fn refused(&mut self, kind: Recorded) {
-        self.pending = tokio::task::try_id().map(|id| (id, kind));
-    }
-
-    /// The breaker recorded a call, at `now`.
-    fn recorded(&mut self, now: Duration, failed: bool) {
-        let pending = self.pending.take();
-        if self.first_open.is_some() {
-            return;
-        }
-        let kind = match pending {
-            _ if !failed => Recorded::Success,
-            Some((id, kind)) if tokio::task::try_id() == Some(id) => kind,
-            _ => Recorded::Dependency,
-        };
-        self.recent.push_back((now, kind));
-        match self.window {
-            SlidingWindow::CountBased(calls) => {
-                while self.recent.len() > calls as usize {
-                    self.recent.pop_front();
-                }
-            }
-            SlidingWindow::TimeBased(seconds) => {
-                let since = now.saturating_sub(Duration::from_secs(u64::from(seconds)));
-                while self.recent.front().is_some_and(|(t, _)| *t < since) {
-                    self.recent.pop_front();
-                }
-            }
-        }
-    }
-
-    fn transition(&mut self, now: Duration, from: CircuitState, to: CircuitState) {
-        if from == CircuitState::Open {
-            if let Some(since) = self.open_since.take() {
-                self.open_time += now - since;
-            }
-        }
-        if to != CircuitState::Open {
-            return;
-        }
-        self.openings += 1;
-        self.open_since.get_or_insert(now);
-        if self.first_open.is_some() {
-            return;
-        }
-        self.first_open = Some(now);
-        let count = |kind: Recorded| self.recent.iter().filter(|(_, k)| *k == kind).count() as u64;
-        self.opening = Some(Opening {
-            at: now,
-            failure_rate: self.failure_rate,
-            slow_call_rate: self.slow_call_rate,
-            window_calls: self.recent.len() as u64,
-            bulkhead_refusals: count(Recorded::Bulkhead),
-            rate_limiter_refusals: count(Recorded::RateLimiter),
-            time_outs: count(Recorded::TimeOut),
-            dependency_failures: count(Recorded::Dependency),
-        });
     }
 }
 
@@ -874,7 +461,7 @@ async fn replay_layout(layout: &Prepared, config: &ReplayConfig) -> ReplayRun {
             let watch = Arc::clone(&watch);
             let id = bulkhead.subscribe(move |event| {
                 if let BulkheadEvent::CallRejected { .. } = event {
-                    lock(&watch).refused(Recorded::Bulkhead);
+                    lock(&watch).refused(started.elapsed(), Recorded::Bulkhead);
                 }
             });
             let bulkhead = Arc::clone(bulkhead);
@@ -885,7 +472,7 @@ async fn replay_layout(layout: &Prepared, config: &ReplayConfig) -> ReplayRun {
             let watch = Arc::clone(&watch);
             let id = limiter.subscribe(move |event| {
                 if let RateLimiterEvent::FailedAcquire { .. } = event {
-                    lock(&watch).refused(Recorded::RateLimiter);
+                    lock(&watch).refused(started.elapsed(), Recorded::RateLimiter);
                 }
             });
             subscriptions.push(Box::new(move || limiter.unsubscribe(id)));
@@ -895,7 +482,7 @@ async fn replay_layout(layout: &Prepared, config: &ReplayConfig) -> ReplayRun {
             let watch = Arc::clone(&watch);
             let id = time_limiter.subscribe(move |event| {
                 if let TimeLimiterEvent::Timeout { .. } = event {
-                    lock(&watch).refused(Recorded::TimeOut);
+                    lock(&watch).refused(started.elapsed(), Recorded::TimeOut);
                 }
             });
             subscriptions.push(Box::new(move || time_limiter.unsubscribe(id)));
@@ -984,6 +571,7 @@ async fn replay_layout(layout: &Prepared, config: &ReplayConfig) -> ReplayRun {
         Load::Open => {
             for (id, at) in profile.arrivals(config.seed).enumerate() {
                 tokio::time::sleep_until(started + at).await;
+                shared.offer();
                 let shared = Arc::clone(&shared);
                 tokio::spawn(async move { shared.call(id as u64).await });
             }
@@ -995,27 +583,41 @@ async fn replay_layout(layout: &Prepared, config: &ReplayConfig) -> ReplayRun {
                 let profile = profile.clone();
                 let seed = config.seed;
                 tasks.push(tokio::spawn(async move {
-                    let mut rng = SplitMix64::for_stream(seed, (1 << 40) | u64::from(caller));
-                    for seq in 0u64.. {
+                    // The callers' draws apart from the requests' (`(id << 8) | attempt`).
+                    let mut rng = SplitMix64::for_stream(seed, (1 << 63) | u64::from(caller));
+                    let mut seq = 0u64;
+                    loop {
                         let now = started.elapsed();
                         if now >= profile.duration() {
                             break;
                         }
                         let rate = profile.step_at(now).rate;
-                        if rate <= 0.0 {
-                            let next = profile.steps().iter().find(|s| s.at > now);
-                            tokio::time::sleep_until(
-                                started + next.map_or(profile.duration(), |s| s.at),
+                        let next_step = profile
+                            .steps()
+                            .iter()
+                            .find(|s| s.at > now)
+                            .map_or(profile.duration(), |s| s.at);
+                        // A pause ends at the next step at the latest, where it is drawn again
+                        // at that step's rate: a low rate must not hide a surge after it.
+                        let pause = if rate > 0.0 {
+                            Duration::try_from_secs_f64(
+                                f64::from(callers) / rate * rng.uniform(0.5, 1.5),
                             )
-                            .await;
+                            .unwrap_or(Duration::MAX)
+                        } else {
+                            Duration::MAX
+                        };
+                        let until = (now.saturating_add(pause)).min(next_step);
+                        tokio::time::sleep_until(started + until).await;
+                        if until < now.saturating_add(pause) {
                             continue;
                         }
-                        let pause = f64::from(callers) / rate * rng.uniform(0.5, 1.5);
-                        tokio::time::sleep(Duration::from_secs_f64(pause.min(3600.0))).await;
                         if started.elapsed() >= profile.duration() {
                             break;
                         }
+                        shared.offer();
                         shared.call((u64::from(caller) << 32) | seq).await;
+                        seq += 1;
                     }
                 }));
             }
@@ -1051,13 +653,7 @@ async fn replay_layout(layout: &Prepared, config: &ReplayConfig) -> ReplayRun {
     if let Some(since) = watch.open_since.take() {
         watch.open_time += elapsed.saturating_sub(since);
     }
-    let latencies = std::mem::take(
-        &mut *shared
-            .recorder
-            .latencies
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()),
-    );
+    let latencies = std::mem::take(&mut *lock(&shared.recorder.latencies));
     let limits = bulkhead
         .as_ref()
         // An adaptive limit, the variant's or the file's own.
@@ -1071,7 +667,12 @@ async fn replay_layout(layout: &Prepared, config: &ReplayConfig) -> ReplayRun {
                 limits.last().copied().unwrap_or(limit_start),
             )
         });
+    let expected = match config.load {
+        Load::Open => Some(profile.offered().round() as u64),
+        Load::Closed { .. } => None,
+    };
     ReplayRun::new(
+        expected,
         layout.name.clone(),
         layout.description.clone(),
         layout.aspects.clone(),

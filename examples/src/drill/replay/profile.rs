@@ -8,9 +8,17 @@ use serde::Deserialize;
 
 use crate::drill::SplitMix64;
 
-/// How long a Prometheus sample stays in force when no later one follows (Prometheus's own
-/// lookback): a longer gap in `requests_per_second` is a time without load.
+/// How long a Prometheus sample stays in force when no later one follows: the replay's choice,
+/// Prometheus's default lookback. A longer gap in `requests_per_second` is a time without load.
 pub const LOOKBACK: Duration = Duration::from_secs(300);
+
+/// The most requests a profile may offer: a replay keeps every call's latency, 4 bytes each.
+pub const MAX_OFFERED: f64 = 1e9;
+
+/// The shortest and the longest latency a profile may give, in seconds: a service time is
+/// drawn in nanoseconds, and a far tail must not stall a replay.
+const MIN_LATENCY: f64 = 1e-6;
+const MAX_LATENCY: f64 = 3600.0;
 
 /// The z-score of the 99th percentile of a normal distribution.
 const Z_99: f64 = 2.326_347_874;
@@ -48,7 +56,8 @@ impl ProfileStep {
 /// An incident's profile: the load offered and how the dependency behaved, step by step.
 ///
 /// Each step holds from its time until the next step's; the last step lasts as long as the one
-/// before it. Read one with [`Profile::from_csv`] or [`Profile::from_prometheus`].
+/// before it (from Prometheus, the query's step: the shortest time between two samples, at most
+/// [`LOOKBACK`]). Read one with [`Profile::from_csv`] or [`Profile::from_prometheus`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Profile {
     steps: Vec<ProfileStep>,
@@ -292,7 +301,7 @@ impl Profile {
             }
             rows.push((format!("line {line}"), row));
         }
-        Profile::from_rows(rows, absolute, "line 1", |row, column| {
+        Profile::from_rows(rows, absolute, None, "line 1", |row, column| {
             format!("{row}, column `{}`", column.csv_name())
         })
     }
@@ -307,7 +316,8 @@ impl Profile {
     /// The steps are the samples of `requests_per_second`, at their own times (steps need not
     /// be regular). At each, every other column takes its latest sample at or before it (before
     /// its first sample, its first). A `NaN` sample (a quantile or a ratio over no requests) is
-    /// a gap. A sample holds until the next one for at most [`LOOKBACK`], as in Prometheus: a
+    /// a gap. A sample holds until the next one for at most [`LOOKBACK`] (the replay's choice,
+    /// Prometheus's default lookback: an export has no sample where the query had none): a
     /// longer gap in `requests_per_second` is a time without load; in the other columns, the
     /// last value seen holds.
     ///
@@ -371,11 +381,19 @@ impl Profile {
                 rows.push((at, quiet));
             }
         }
+        // The last sample lasts the query's step: the shortest time between two samples (a
+        // gap only lengthens one), at most the lookback.
+        let step = present
+            .windows(2)
+            .map(|w| rates[w[1]].0 - rates[w[0]].0)
+            .fold(f64::INFINITY, f64::min)
+            .min(LOOKBACK.as_secs_f64());
         Profile::from_rows(
             rows,
             true,
+            Duration::try_from_secs_f64(step).ok(),
             "requests_per_second",
-            |row, column| match column {
+            |row: &str, column| match column {
                 Column::Rate => row.to_owned(),
                 other => format!("{} in force at {row}", other.prometheus_name()),
             },
@@ -386,6 +404,8 @@ impl Profile {
     fn from_rows(
         rows: Vec<(String, Row)>,
         absolute: bool,
+        // How long the last step lasts; `None`: as long as the one before it.
+        last: Option<Duration>,
         whole: &str,
         field: impl Fn(&str, Column) -> String,
     ) -> Result<Profile, ProfileError> {
@@ -414,12 +434,18 @@ impl Profile {
             if !(row.rate.is_finite() && row.rate >= 0.0) {
                 return refuse(field(Column::Rate), "must be a number at or above 0");
             }
-            if !(row.p50.is_finite() && row.p50 > 0.0) {
-                return refuse(field(Column::P50), "the median latency must be above 0");
+            if !(MIN_LATENCY..=MAX_LATENCY).contains(&row.p50) {
+                return refuse(
+                    field(Column::P50),
+                    "the median latency must be from a microsecond to an hour",
+                );
             }
             let p99 = row.p99.unwrap_or(row.p50);
-            if !(p99.is_finite() && p99 >= row.p50) {
-                return refuse(field(Column::P99), "must be at least the median (p50)");
+            if !(p99 >= row.p50 && p99 <= MAX_LATENCY) {
+                return refuse(
+                    field(Column::P99),
+                    "must be at least the median (p50), and at most an hour",
+                );
             }
             if !(0.0..=1.0).contains(&row.error_rate) {
                 return refuse(
@@ -442,8 +468,11 @@ impl Profile {
                     )
                 }
             };
+            let Ok(from_first) = Duration::try_from_secs_f64(row.time - first) else {
+                return refuse(at.as_str(), "too far from the first step's time");
+            };
             steps.push(ProfileStep {
-                at: Duration::from_secs_f64(row.time - first),
+                at: from_first,
                 rate: row.rate,
                 p50: Duration::from_secs_f64(row.p50),
                 p99: Duration::from_secs_f64(p99),
@@ -451,13 +480,26 @@ impl Profile {
                 workers,
             });
         }
-        let n = steps.len();
-        let end = steps[n - 1].at + (steps[n - 1].at - steps[n - 2].at);
-        Ok(Profile {
+        let last_at = steps[steps.len() - 1].at;
+        let length = last.unwrap_or(last_at - steps[steps.len() - 2].at);
+        let Some(end) = last_at.checked_add(length) else {
+            return refuse(whole, "the profile ends too far from its first step's time");
+        };
+        let profile = Profile {
             steps,
             end,
             start: absolute.then_some(first),
-        })
+        };
+        let offered = profile.offered();
+        if offered.is_nan() || offered > MAX_OFFERED {
+            return refuse(
+                whole,
+                format!(
+                    "offers {offered:.0} requests, more than {MAX_OFFERED:.0}: replay a part of it"
+                ),
+            );
+        }
+        Ok(profile)
     }
 
     /// The steps, in order.
@@ -496,8 +538,8 @@ impl Profile {
     /// The arrival times of an open-loop replay, seeded: each step gets the requests that
     /// bring the running total to the rounded integral of the rate so far (so the whole
     /// profile offers [`offered`](Self::offered) rounded to the nearest request), placed
-    /// uniformly at random within the step, which makes the arrivals a Poisson process of the
-    /// step's rate given their number.
+    /// uniformly at random within the step: given the step's count, the arrivals of a Poisson
+    /// process of the step's rate.
     pub fn arrivals(&self, seed: u64) -> Arrivals<'_> {
         Arrivals {
             profile: self,

@@ -73,6 +73,8 @@ pub(crate) struct Work {
 /// What one layout did with the replayed profile.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReplayRun {
+    /// The calls the profile offers (its integral, rounded), open-loop; `None` closed-loop.
+    pub expected: Option<u64>,
     /// The layout: the file's stem, and the variant's (`incident/adaptive`).
     pub name: String,
     /// Its guards and their order.
@@ -87,7 +89,7 @@ pub struct ReplayRun {
     pub rejected_latency: Option<LatencySummary>,
     /// The breaker, if the handler has one.
     pub breaker: Option<BreakerReplay>,
-    /// Requests the dependency began serving (attempts that reached it).
+    /// Requests the dependency began serving (attempts that got a worker).
     pub dependency_served: u64,
     /// Requests the dependency failed.
     pub dependency_failed: u64,
@@ -115,6 +117,7 @@ impl ReplayRun {
         reason = "one call site, every argument named there"
     )]
     pub(crate) fn new(
+        expected: Option<u64>,
         name: String,
         description: String,
         guards: Vec<Aspect>,
@@ -130,6 +133,7 @@ impl ReplayRun {
     ) -> ReplayRun {
         let (succeeded_latency, rejected_latency) = latencies.summaries();
         ReplayRun {
+            expected,
             name,
             description,
             guards,
@@ -150,8 +154,9 @@ impl ReplayRun {
         }
     }
 
-    /// Whether every offered call ended in exactly one outcome (and, where the bulkhead is
-    /// entered once per call, its own count of refusals agrees with the callers').
+    /// Whether every offered call ended in exactly one outcome, open-loop the profile offered
+    /// them all, and, where the bulkhead is entered once per call, its own count of refusals
+    /// agrees with the callers'.
     pub fn reconciles(&self) -> bool {
         let c = &self.counts;
         // Entered once per call unless a retry or a hedge outside it makes it again.
@@ -160,13 +165,14 @@ impl ReplayRun {
             .into_iter()
             .all(|wrapper| at(wrapper).is_none() || at(Aspect::Bulkhead) < at(wrapper));
         c.offered == c.ended()
+            && self.expected.is_none_or(|n| n == c.offered)
             && (!once
                 || self
                     .bulkhead_rejections
                     .is_none_or(|n| n == c.rejected_bulkhead))
     }
 
-    /// Attempts that reached the dependency per offered call.
+    /// Attempts the dependency began serving per offered call.
     pub fn attempts_per_call(&self) -> f64 {
         self.dependency_served as f64 / self.counts.offered.max(1) as f64
     }
@@ -234,6 +240,7 @@ impl ReplayRun {
             })),
             "succeeded_latency": LatencySummary::json(self.succeeded_latency),
             "rejected_latency": LatencySummary::json(self.rejected_latency),
+            "expected": self.expected,
             "reconciles": self.reconciles(),
             "virtual_seconds": self.elapsed.as_secs_f64(),
             "wall_ms": ms(self.wall),
@@ -592,7 +599,8 @@ fn duration_words(d: Duration) -> String {
     if s < 60.0 {
         format!("{s:.1} s")
     } else if s < 3600.0 {
-        let whole = s.round() as u64;
+        // Whole seconds cut, as a time of day is (`Profile::clock_time`).
+        let whole = s.floor() as u64;
         format!("{} min {} s", whole / 60, whole % 60)
     } else {
         let minutes = (s / 60.0).round() as u64;

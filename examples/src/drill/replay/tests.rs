@@ -26,7 +26,7 @@ fn deployed(calls: u32) -> GuardFile {
 }
 
 /// 20 s at 100 requests a second (10 ms), then 40 s at 400 (50 ms, p99 150 ms), 1 % errors:
-/// a surge that needs about 20 calls at once, then 24 000 requests in all.
+/// a surge that needs about 20 calls at once.
 fn surge() -> Profile {
     let mut text = String::from("time,requests_per_second,p50_ms,p99_ms,error_rate\n");
     for t in (0..60).step_by(5) {
@@ -231,4 +231,81 @@ async fn the_dependencys_workers_follow_the_profile() {
         2,
         "fewer workers once they are free"
     );
+}
+
+#[test]
+fn every_arrival_of_a_light_load_is_made_the_last_included() {
+    // One request a second, answered in 10 ms: the last arrival finds every earlier call ended.
+    let profile = Profile::from_csv("time,requests_per_second,p50_ms\n0,1,10\n5,1,10\n").unwrap();
+    let file = GuardFile::from_toml("light", "[bulkhead.instances.orders]\n");
+    let report = replay(&ReplayConfig {
+        variants: Vec::new(),
+        ..ReplayConfig::new(vec![file], profile)
+    });
+    let run = &report.runs[0];
+    assert_eq!(run.counts.offered, 10);
+    assert_eq!(run.counts.succeeded, 10);
+    assert_eq!(run.dependency_served, 10);
+    assert!(run.reconciles());
+}
+
+#[test]
+fn closed_loop_callers_waiting_through_a_quiet_step_still_meet_the_surge_after_it() {
+    // A minute at one request every 100 s, then 30 s at 200 a second.
+    let profile =
+        Profile::from_csv("time,requests_per_second,p50_ms\n0,0.01,10\n60,200,10\n75,200,10\n")
+            .unwrap();
+    let file = GuardFile::from_toml("surge", "[bulkhead.instances.orders]\n");
+    let report = replay(&ReplayConfig {
+        variants: Vec::new(),
+        load: Load::Closed { callers: 20 },
+        ..ReplayConfig::new(vec![file], profile)
+    });
+    let offered = report.runs[0].counts.offered;
+    assert!(
+        offered > 4_000,
+        "the callers' long pauses end at the surge, which they then offer: {offered}"
+    );
+}
+
+#[test]
+fn a_breaker_that_opens_on_time_outs_says_so() {
+    // Spring's order puts the time limiter (100 ms) around a bulkhead of 5 that makes calls
+    // wait up to a second: the calls still waiting are cut off, and the breaker, outside both,
+    // records each cut-off as a failure.
+    let file = GuardFile::from_toml(
+        "waits",
+        r#"
+        [bulkhead.instances.orders]
+        max_concurrent_calls = 5
+        max_wait_duration = "1s"
+        [circuit_breaker.instances.orders]
+        sliding_window_size = 50
+        minimum_number_of_calls = 20
+        [time_limiter.instances.orders]
+        timeout_duration = "100ms"
+        "#,
+    );
+    let config = ReplayConfig {
+        variants: vec![Variant::SpringOrder],
+        ..ReplayConfig::new(vec![file], surge())
+    };
+    let report = replay(&config);
+    let spring = &report.runs[1];
+    assert_eq!(spring.name, "waits/spring-order");
+    let opening = spring.breaker.unwrap().opening.expect("it opens");
+    assert!(opening.time_outs * 2 > opening.failures(), "{opening:?}");
+    assert_eq!(
+        opening.bulkhead_refusals, 0,
+        "no call waited its whole second"
+    );
+    let findings = report.findings();
+    assert!(
+        findings[1].contains("on time-outs")
+            && findings[1].contains("the time limiter wraps the bulkhead"),
+        "{}",
+        findings[1]
+    );
+    // This project's order, the same guards: the time limiter bounds the dependency alone.
+    assert_eq!(report.runs[0].breaker.unwrap().first_open, None);
 }

@@ -87,7 +87,7 @@ fn every_malformed_header_is_refused_with_its_reason() {
 #[test]
 fn every_malformed_row_is_refused_with_its_line_and_column() {
     let ok = "0,100,40,90,0.01,10";
-    let cases: [(&[&str], &str); 12] = [
+    let cases: [(&[&str], &str); 16] = [
         (
             &[ok, "10,100,40,90,0.01"],
             "line 3: 5 fields, where the header names 6",
@@ -106,11 +106,11 @@ fn every_malformed_row_is_refused_with_its_line_and_column() {
         ),
         (
             &[ok, "10,100,0,90,0.01,10"],
-            "line 3, column `p50_ms`: the median latency must be above 0",
+            "line 3, column `p50_ms`: the median latency must be from a microsecond to an hour",
         ),
         (
             &[ok, "10,100,40,30,0.01,10"],
-            "line 3, column `p99_ms`: must be at least the median (p50)",
+            "line 3, column `p99_ms`: must be at least the median (p50), and at most an hour",
         ),
         (
             &[ok, "10,100,40,90,3,10"],
@@ -133,6 +133,11 @@ fn every_malformed_row_is_refused_with_its_line_and_column() {
             "line 3, column `time`: mixes times of day and seconds",
         ),
         (&[ok], "line 1: 1 time step: a profile needs at least two"),
+        // Values a `Duration` or a count cannot hold are refused, not a panic.
+        (&["1000000000,100,40,90,0.01,10", "1e25,100,40,90,0.01,10"], "line 3: too far from the first step's time"),
+        (&[ok, "10,100,1e30,1e30,0.01,10"], "line 3, column `p50_ms`: the median latency must be from a microsecond to an hour"),
+        (&[ok, "10,100,0.0001,0.0001,0.01,10"], "line 3, column `p50_ms`: the median latency must be from a microsecond to an hour"),
+        (&[ok, "10,1e20,40,90,0.01,10"], "line 1: offers 1000000000000000000000 requests, more than 1000000000: replay a part of it"),
     ];
     for (rows, expected) in cases {
         let error = refused(rows);
@@ -244,8 +249,8 @@ fn prometheus_exports_join_on_the_rates_samples_with_gaps_and_irregular_steps() 
     assert_eq!(profile.start(), Some(t0));
     assert_eq!(
         profile.duration(),
-        Duration::from_secs(90),
-        "the last step lasts as the one before"
+        Duration::from_secs(75),
+        "the last sample lasts the query's step, 15 s"
     );
 }
 
@@ -301,7 +306,7 @@ fn every_malformed_prometheus_export_is_refused_with_its_column_and_field() {
         ),
         (
             vec![(Column::Rate, good.clone()), (Column::P50, matrix(&[(t0, "-0.5")]))],
-            "p50_seconds in force at requests_per_second: data.result[0].values[0]: the median latency must be above 0",
+            "p50_seconds in force at requests_per_second: data.result[0].values[0]: the median latency must be from a microsecond to an hour",
         ),
         (vec![(Column::P50, good.clone())], "no `requests_per_second` export"),
         (vec![(Column::Rate, good.clone())], "no `p50_seconds` export"),
