@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use resilience_runtime::{
     AdaptiveLimit, BulkheadConfig, CircuitBreakerConfig, CircuitState, Clock, Guard, HedgeConfig,
-    LimitAlgorithm, RateLimiterConfig, Registry, Rejected, SlidingWindow, TimeLimiterConfig,
+    LimitAlgorithm, Plan, RateLimiterConfig, Registry, Rejected, SlidingWindow, TimeLimiterConfig,
 };
 
 fn paused() -> tokio::runtime::Runtime {
@@ -15,6 +15,21 @@ fn paused() -> tokio::runtime::Runtime {
         .start_paused(true)
         .build()
         .unwrap()
+}
+
+/// `calls` calls through `plan`, one after another, each sleeping 2 s of virtual time.
+fn calls_of_two_seconds(plan: &Plan, calls: u32) {
+    paused().block_on(async {
+        for _ in 0..calls {
+            let answer: Result<(), Rejected> = plan
+                .call_async(|| async {
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    Ok(())
+                })
+                .await;
+            assert!(answer.is_ok());
+        }
+    });
 }
 
 /// Calls that sleep 2 s of virtual time through a breaker that counts calls over 1 s as
@@ -34,17 +49,7 @@ fn slow_calls_open_the_breaker(clock: Clock) -> bool {
         )
         .unwrap();
     let plan = registry.plan(&[Guard::circuit_breaker("slow")]).unwrap();
-    paused().block_on(async {
-        for _ in 0..4 {
-            let answer: Result<(), Rejected> = plan
-                .call_async(|| async {
-                    tokio::time::sleep(Duration::from_secs(2)).await;
-                    Ok(())
-                })
-                .await;
-            assert!(answer.is_ok());
-        }
-    });
+    calls_of_two_seconds(&plan, 4);
     registry.circuit_breaker("slow").state() == CircuitState::Open
 }
 
@@ -109,20 +114,9 @@ fn on_the_precise_clock_an_adaptive_bulkhead_learns_from_paused_time() {
         .unwrap();
     let plan = registry.plan(&[Guard::bulkhead("adaptive")]).unwrap();
     let bulkhead = registry.bulkhead("adaptive");
-    paused().block_on(async {
-        // Calls of 2 s of virtual time, over AIMD's timeout of 1 s: it backs off on each. On
-        // the system clock it would time one call per tick of the coarse clock, which paused
-        // time does not move: one back-off in all.
-        for _ in 0..10 {
-            let answer: Result<(), Rejected> = plan
-                .call_async(|| async {
-                    tokio::time::sleep(Duration::from_secs(2)).await;
-                    Ok(())
-                })
-                .await;
-            assert!(answer.is_ok());
-        }
-    });
+    // Calls over AIMD's timeout of 1 s: it backs off on each. On the system clock it would time
+    // one call per tick of the coarse clock, which paused time does not move: one back-off.
+    calls_of_two_seconds(&plan, 10);
     assert!(
         bulkhead.max_allowed_concurrent_calls() < 10,
         "the limit backed off from its start of 20 on every call: {}",
