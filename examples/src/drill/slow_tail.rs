@@ -16,7 +16,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use resilience_runtime::{FaultConfig, Guard, HedgeConfig, Registry, Rejected, RetryBudget};
+use resilience_runtime::{
+    Clock, FaultConfig, Guard, HedgeConfig, Plan, Registry, Rejected, RetryBudget,
+};
 
 use super::rng::SplitMix64;
 
@@ -128,13 +130,9 @@ pub fn run(config: &SlowTailConfig) -> Vec<SlowTailRun> {
     runs
 }
 
-/// One layout on one tail. Each run has a registry of its own: the budget counts its seconds on
-/// the operating system's coarse clock, which tokio's paused clock does not move, so runs that
-/// shared an instance would share one window of real time. The calls are plans of that
-/// registry (`#[hedge(name = "lookup", registry = ..)]` on the handler is the same call); the
-/// plan without the hedge names the faults alone.
-fn run_one(config: &SlowTailConfig, layout: &'static str, tail: f64) -> SlowTailRun {
-    let registry = Registry::new();
+/// The registry of one run, its clock taken where this is called, and the plan of `layout`.
+fn lookup(config: &SlowTailConfig, layout: &'static str, tail: f64) -> (Registry, Arc<Plan>) {
+    let registry = Registry::with_clock(Clock::precise());
     registry.allow_fault_injection();
     registry
         .configure_fault(
@@ -163,11 +161,21 @@ fn run_one(config: &SlowTailConfig, layout: &'static str, tail: f64) -> SlowTail
         Guard::fault(LOOKUP)
     };
     let plan = Arc::new(registry.plan(&[guard]).expect("a plan of the lookup"));
+    (registry, plan)
+}
+
+/// One layout on one tail, on a registry of its own whose clock paused time drives entirely
+/// ([`Clock::precise`], created inside the paused runtime): the hedge budget counts seconds of
+/// virtual time, as it counts real ones in a service. The calls are plans of that registry
+/// (`#[hedge(name = "lookup", registry = ..)]` on the handler is the same call); the plan
+/// without the hedge names the faults alone.
+fn run_one(config: &SlowTailConfig, layout: &'static str, tail: f64) -> SlowTailRun {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
         .expect("a runtime");
+    let (registry, plan) = runtime.block_on(async { lookup(config, layout, tail) });
     let mut latencies = runtime.block_on(async {
         let start = tokio::time::Instant::now();
         let gap = Duration::from_secs(1) / config.rate;
