@@ -43,28 +43,28 @@ pub(crate) trait HeldSlot: Gate + 'static {
 }
 
 impl HeldSlot for Bulkhead {
-    #[inline(always)]
+    #[inline]
     fn slot<'h, 'a>(held: &'h mut Held<'a>) -> &'h mut Option<BulkheadPermit<'a>> {
         &mut held.bulkhead
     }
 }
 
 impl HeldSlot for RateLimiter {
-    #[inline(always)]
+    #[inline]
     fn slot<'h, 'a>(held: &'h mut Held<'a>) -> &'h mut Option<RatePermit<'a>> {
         &mut held.rate_limiter
     }
 }
 
 impl HeldSlot for CircuitBreaker {
-    #[inline(always)]
+    #[inline]
     fn slot<'h, 'a>(held: &'h mut Held<'a>) -> &'h mut Option<CircuitPermit<'a>> {
         &mut held.breaker
     }
 }
 
 impl HeldSlot for FaultInjector {
-    #[inline(always)]
+    #[inline]
     fn slot<'h, 'a>(held: &'h mut Held<'a>) -> &'h mut Option<FaultPermit> {
         &mut held.fault
     }

@@ -262,18 +262,11 @@ impl<'a> Level<'a> {
             }
             Resume::Hedged { call } => {
                 let index = plan.wrappers().len() - 1;
-                let inside = plan.segment(index + 1).gates.start;
-                let first = Lane {
-                    number: 1,
-                    started: call.first_wait(),
-                    polled: true,
-                    slot: 0,
-                    held: held.split_off(&plan.steps()[inside..]),
-                    level: Level {
-                        index: index + 1,
-                        state: State::Calling { polled: false },
-                    },
+                let level = Level {
+                    index: index + 1,
+                    state: State::Calling { polled: false },
                 };
+                let first = Lane::first(plan, index, call.first_wait(), held, level);
                 let mut lanes = Lanes {
                     running: vec![first],
                     next: 2,
@@ -298,15 +291,7 @@ impl<'a> Level<'a> {
         for (outer, (_, wrapper)) in plan.wrappers()[..index].iter().enumerate().rev() {
             let call = wrapper.begin(false);
             let state = if wrapper.overlaps() {
-                let inside = plan.segment(outer + 1).gates.start;
-                let first = Lane {
-                    number: 1,
-                    started: call.run_starts(),
-                    polled: true,
-                    slot: 0,
-                    held: held.split_off(&plan.steps()[inside..]),
-                    level,
-                };
+                let first = Lane::first(plan, outer, call.run_starts(), held, level);
                 State::Hedging {
                     call,
                     lanes: Lanes {
@@ -496,6 +481,29 @@ where
         inner.state = State::Ended;
         let inside = self.plan.segment(index + 1).gates.start;
         self.held.abandon_segment(&self.plan.steps()[inside..]);
+    }
+}
+
+impl<'a> Lane<'a> {
+    /// The first run of the hedge of segment `index`, going on as `level`, polled in this poll
+    /// of the task, started at `started`: its permits of the gates inside the hedge split off
+    /// `held`, its future in the call's own place.
+    fn first(
+        plan: &Plan,
+        index: usize,
+        started: Option<u64>,
+        held: &mut Held<'a>,
+        level: Level<'a>,
+    ) -> Self {
+        let inside = plan.segment(index + 1).gates.start;
+        Lane {
+            number: 1,
+            started,
+            polled: true,
+            slot: 0,
+            held: held.split_off(&plan.steps()[inside..]),
+            level,
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 //! `serde` format; [`Registry::load_toml`](crate::Registry::load_toml) and
 //! [`Registry::load_file`](crate::Registry::load_file) read TOML and say where an error is.
 
+mod choices;
 mod duration;
 pub(crate) mod keys;
 pub(crate) mod raw;

@@ -2,20 +2,21 @@
 //! snake_case), and how each becomes a configuration through its builder, so that a document
 //! is validated by exactly the rules code is.
 
-use std::fmt;
 use std::time::Duration;
 
-use serde::de::{self, Deserialize, Deserializer, Visitor};
+use serde::de::{self, Deserialize, Deserializer};
 
+use super::choices::{
+    AlgorithmSetting, BackendSetting, FallbackSetting, StateSetting, WindowTypeSetting,
+};
 use super::duration::Dur;
-use super::keys::{choice, settings, SetKeys};
+use super::keys::{settings, SetKeys};
 use crate::bulkhead::{AdaptiveLimit, BulkheadConfig, LimitAlgorithm};
-use crate::circuit_breaker::{CircuitBreakerConfig, CircuitState, WindowType};
+use crate::circuit_breaker::CircuitBreakerConfig;
 use crate::error::ConfigError;
 use crate::fault::FaultConfig;
-use crate::fleet::{Backend, FleetFallback};
+use crate::fleet::Backend;
 use crate::hedge::HedgeConfig;
-use crate::plan::ReentrancyPolicy;
 use crate::rate_limiter::RateLimiterConfig;
 use crate::retry::{RetryBudget, RetryConfig};
 use crate::time_limiter::TimeLimiterConfig;
@@ -163,24 +164,6 @@ impl AdaptiveTable {
     }
 }
 
-/// `algorithm`: `"knee"`, `"gradient2"`, `"vegas"` or `"aimd"`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct AlgorithmSetting(pub(crate) LimitAlgorithm);
-
-impl<'de> Deserialize<'de> for AlgorithmSetting {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_str(ChoiceVisitor {
-            what: "limit algorithm",
-            choices: &[
-                ("knee", AlgorithmSetting(LimitAlgorithm::Knee)),
-                ("gradient2", AlgorithmSetting(LimitAlgorithm::Gradient2)),
-                ("vegas", AlgorithmSetting(LimitAlgorithm::Vegas)),
-                ("aimd", AlgorithmSetting(LimitAlgorithm::Aimd)),
-            ],
-        })
-    }
-}
-
 impl Settings for BulkheadSettings {
     type Config = BulkheadConfig;
 
@@ -240,42 +223,6 @@ settings! {
     }
 }
 
-/// `backend = "local" | "redis"`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum BackendSetting {
-    Local,
-    Redis,
-}
-
-impl<'de> Deserialize<'de> for BackendSetting {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_str(ChoiceVisitor {
-            what: "backend",
-            choices: &[
-                ("local", BackendSetting::Local),
-                ("redis", BackendSetting::Redis),
-            ],
-        })
-    }
-}
-
-/// `redis_fallback = "local_share" | "admit" | "refuse"`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct FallbackSetting(FleetFallback);
-
-impl<'de> Deserialize<'de> for FallbackSetting {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_str(ChoiceVisitor {
-            what: "Redis fallback",
-            choices: &[
-                ("local_share", FallbackSetting(FleetFallback::LocalShare)),
-                ("admit", FallbackSetting(FleetFallback::Admit)),
-                ("refuse", FallbackSetting(FleetFallback::Refuse)),
-            ],
-        })
-    }
-}
-
 /// The backend `backend`, `redis_fallback` and `redis_batch` write, if they write one.
 fn backend_of(
     backend: Option<BackendSetting>,
@@ -301,7 +248,7 @@ fn backend_of(
         Some(BackendSetting::Redis) => {
             #[cfg(feature = "redis")]
             {
-                let fallback = fallback.map_or(FleetFallback::default(), |f| f.0);
+                let fallback = fallback.map_or(crate::fleet::FleetFallback::default(), |f| f.0);
                 Ok(Some(
                     Backend::redis()
                         .fallback(fallback)
@@ -527,70 +474,6 @@ impl Settings for RetrySettings {
             "randomized_wait_factor" => &["randomized_wait_factor", "enable_randomized_wait"],
             _ => &[],
         }
-    }
-}
-
-/// `sliding_window_type`: `"count_based"` or `"time_based"` (also `COUNT_BASED`).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct WindowTypeSetting(pub(crate) WindowType);
-
-impl<'de> Deserialize<'de> for WindowTypeSetting {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_str(ChoiceVisitor {
-            what: "sliding window type",
-            choices: &[
-                ("count_based", WindowTypeSetting(WindowType::CountBased)),
-                ("time_based", WindowTypeSetting(WindowType::TimeBased)),
-            ],
-        })
-    }
-}
-
-/// `initial_state`: `"closed"`, `"open"` or `"metrics_only"`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct StateSetting(pub(crate) CircuitState);
-
-impl<'de> Deserialize<'de> for StateSetting {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_str(ChoiceVisitor {
-            what: "state a breaker can start in",
-            choices: &[
-                ("closed", StateSetting(CircuitState::Closed)),
-                ("open", StateSetting(CircuitState::Open)),
-                ("metrics_only", StateSetting(CircuitState::MetricsOnly)),
-            ],
-        })
-    }
-}
-
-impl<'de> Deserialize<'de> for ReentrancyPolicy {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_str(ChoiceVisitor {
-            what: "re-entrancy policy",
-            choices: &[
-                ("pass_through", ReentrancyPolicy::PassThrough),
-                ("reject", ReentrancyPolicy::Reject),
-                ("allow", ReentrancyPolicy::Allow),
-            ],
-        })
-    }
-}
-
-/// Reads a string that must be one of `choices` (see [`choice`]).
-struct ChoiceVisitor<T: 'static> {
-    what: &'static str,
-    choices: &'static [(&'static str, T)],
-}
-
-impl<T: Copy> Visitor<'_> for ChoiceVisitor<T> {
-    type Value = T;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "a {} in a string", self.what)
-    }
-
-    fn visit_str<E: de::Error>(self, raw: &str) -> Result<T, E> {
-        choice(self.what, raw, self.choices)
     }
 }
 

@@ -234,7 +234,7 @@ impl Budgeted {
     }
 
     /// Whether there is a budget: the one read a call without one makes.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn present(&self) -> bool {
         self.present.load(Ordering::Relaxed)
     }

@@ -1,17 +1,17 @@
 //! [`Clock`]: where guards read the time. The system clock by default, a [`ManualClock`]
 //! advanced by hand in tests.
 
-use std::collections::BTreeMap;
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::task::{Context, Poll, Waker};
+use std::sync::Arc;
 use std::time::Duration;
 
 use once_cell::sync::Lazy;
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+mod manual;
+
+pub use manual::ManualClock;
+
+use std::sync::atomic::Ordering;
 
 /// The source of time for the guards of a registry: monotonic, read as the [`Duration`] since
 /// the clock's origin.
@@ -216,30 +216,19 @@ impl Clock {
     /// Time since the clock's origin, in nanoseconds.
     #[inline]
     pub(crate) fn now_nanos(&self) -> u64 {
-        match (&self.manual, &self.precise) {
-            (Some(manual), _) => manual.inner.nanos.load(Ordering::Acquire),
-            (None, None) => system_now_nanos(),
-            (None, Some(origin)) => precise_now_nanos(origin),
+        match &self.manual {
+            Some(manual) => manual.inner.nanos.load(Ordering::Acquire),
+            None => system_now_nanos(self.precise.as_deref()),
         }
     }
 }
 
-/// The system clock's reading: out of line, so that the callers that inline
-/// [`Clock::read`] for a coarse reading, or for none, stay small.
+/// The system clock's reading since `origin`, its own (a [`Clock::precise`]) or the process's
+/// [`ORIGIN`]: out of line, so that the callers that inline [`Clock::read`] for a coarse
+/// reading, or for none, stay small.
 #[inline(never)]
-fn system_now_nanos() -> u64 {
-    nanos_since(&ORIGIN)
-}
-
-/// [`Clock::precise`]'s reading, from its own origin.
-#[inline(never)]
-fn precise_now_nanos(origin: &Origin) -> u64 {
-    nanos_since(origin)
-}
-
-/// The operating system's monotonic clock (or a paused runtime's time) since `origin`.
-#[inline(always)]
-fn nanos_since(origin: &Origin) -> u64 {
+fn system_now_nanos(origin: Option<&Origin>) -> u64 {
+    let origin = origin.unwrap_or(&ORIGIN);
     let now = tokio::time::Instant::now();
     if let (Some(origin), Some(now)) = (origin.fields, fields(now)) {
         return nanos_between(origin, now).min(END);
@@ -389,192 +378,6 @@ impl fmt::Debug for Clock {
     }
 }
 
-/// A clock that moves only when told to, for tests of time-dependent behaviour (sliding time
-/// windows, the wait in the open state). Clones share the same time.
-///
-/// ```
-/// use std::time::Duration;
-/// use resilience_runtime::{ManualClock, Registry};
-///
-/// let clock = ManualClock::new();
-/// let registry = Registry::with_clock(clock.clone());
-/// clock.advance(Duration::from_secs(60));
-/// # let _ = registry;
-/// ```
-#[derive(Clone, Default)]
-pub struct ManualClock {
-    inner: Arc<Manual>,
-}
-
-/// The shared state of a [`ManualClock`] and its clones.
-#[derive(Default)]
-struct Manual {
-    nanos: AtomicU64,
-    /// Threads and tasks sleeping on this clock ([`Clock::sleep_until`]): while zero,
-    /// [`ManualClock::advance`] wakes nobody and takes no lock.
-    sleepers: AtomicUsize,
-    /// The wakers of the tasks sleeping, by `(deadline, id)`, so that an advance wakes the due
-    /// ones in one split.
-    tasks: Mutex<Tasks>,
-    /// Notified (all) on every advance while anyone sleeps: sleeping threads wait on it under
-    /// the `tasks` lock and recheck their deadline.
-    advanced: Condvar,
-}
-
-#[derive(Default)]
-struct Tasks {
-    next_id: u64,
-    sleeping: BTreeMap<(u64, u64), Waker>,
-}
-
-impl Manual {
-    fn lock(&self) -> MutexGuard<'_, Tasks> {
-        self.tasks.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-impl ManualClock {
-    /// A manual clock at its origin (time zero).
-    pub fn new() -> Self {
-        ManualClock::default()
-    }
-
-    /// Moves the clock forward by `by`. A clock stops at its end, about 584 years after its
-    /// origin (`advance(Duration::MAX)` takes it there): it never moves past it.
-    pub fn advance(&self, by: Duration) {
-        let mut current = self.inner.nanos.load(Ordering::Relaxed);
-        loop {
-            let next = deadline_after(current, by).min(END);
-            // SeqCst, with the sleepers' count below: a sleeper counts itself, then reads the
-            // time (both SeqCst), so either it sees this advance or this advance sees it.
-            match self.inner.nanos.compare_exchange_weak(
-                current,
-                next,
-                Ordering::SeqCst,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => break,
-                Err(actual) => current = actual,
-            }
-        }
-        if self.inner.sleepers.load(Ordering::SeqCst) != 0 {
-            self.wake_due();
-        }
-    }
-
-    /// The time since the clock's origin.
-    pub fn now(&self) -> Duration {
-        Duration::from_nanos(self.inner.nanos.load(Ordering::Acquire))
-    }
-
-    fn now_nanos(&self) -> u64 {
-        self.inner.nanos.load(Ordering::SeqCst)
-    }
-
-    /// Wakes the sleepers whose deadline the clock has reached.
-    #[cold]
-    fn wake_due(&self) {
-        let mut tasks = self.inner.lock();
-        let now = self.now_nanos();
-        // Everything at or before `now`: the keys `(deadline, id)` below `(now + 1, 0)`.
-        let later = match now.checked_add(1) {
-            Some(after) => tasks.sleeping.split_off(&(after, 0)),
-            None => BTreeMap::new(),
-        };
-        let due = std::mem::replace(&mut tasks.sleeping, later);
-        // Threads recheck their own deadline under the lock.
-        self.inner.advanced.notify_all();
-        drop(tasks);
-        due.into_values().for_each(Waker::wake);
-    }
-
-    /// Blocks the thread until the clock reads `deadline` or later.
-    fn sleep_until_blocking(&self, deadline: u64) {
-        let _counted = Counted::new(&self.inner.sleepers);
-        let mut tasks = self.inner.lock();
-        while self.now_nanos() < deadline {
-            tasks = self
-                .inner
-                .advanced
-                .wait(tasks)
-                .unwrap_or_else(|p| p.into_inner());
-        }
-    }
-}
-
-/// One sleeper counted in [`Manual::sleepers`] while it lives (also on unwinding).
-struct Counted<'a>(&'a AtomicUsize);
-
-impl<'a> Counted<'a> {
-    fn new(count: &'a AtomicUsize) -> Self {
-        count.fetch_add(1, Ordering::SeqCst);
-        Counted(count)
-    }
-}
-
-impl Drop for Counted<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// A task's sleep on a [`ManualClock`]: ready once the clock reads `deadline`. Dropping it
-/// removes its waker, so a cancelled sleep leaves nothing behind.
-struct ManualSleep {
-    clock: ManualClock,
-    deadline: u64,
-    /// Counted in the sleepers from the first poll that found the deadline ahead.
-    counted: bool,
-    /// The key of its waker in [`Tasks::sleeping`], while registered.
-    key: Option<(u64, u64)>,
-}
-
-impl Future for ManualSleep {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = &mut *self;
-        if this.clock.now_nanos() >= this.deadline {
-            return Poll::Ready(());
-        }
-        if !this.counted {
-            this.clock.inner.sleepers.fetch_add(1, Ordering::SeqCst);
-            this.counted = true;
-        }
-        let mut tasks = this.clock.inner.lock();
-        // Rechecked under the lock: an advance that missed the count wakes under it too.
-        if this.clock.now_nanos() >= this.deadline {
-            if let Some(key) = this.key.take() {
-                tasks.sleeping.remove(&key);
-            }
-            return Poll::Ready(());
-        }
-        let registered = this.key.and_then(|key| tasks.sleeping.get_mut(&key));
-        match registered {
-            Some(waker) => waker.clone_from(cx.waker()),
-            None => {
-                // First poll, or woken (the advance took the waker) but not due: register.
-                let key = (this.deadline, tasks.next_id);
-                tasks.next_id += 1;
-                tasks.sleeping.insert(key, cx.waker().clone());
-                this.key = Some(key);
-            }
-        }
-        Poll::Pending
-    }
-}
-
-impl Drop for ManualSleep {
-    fn drop(&mut self) {
-        if let Some(key) = self.key.take() {
-            self.clock.inner.lock().sleeping.remove(&key);
-        }
-        if self.counted {
-            self.clock.inner.sleepers.fetch_sub(1, Ordering::SeqCst);
-        }
-    }
-}
-
 impl Clock {
     /// Blocks the current thread until this clock's `reading` reaches `deadline` (a reading
     /// taken with the same [`Reading`], e.g. `clock.read(reading) + wait`). Needs no runtime.
@@ -602,15 +405,7 @@ impl Clock {
     /// sleep and leaves nothing registered.
     pub(crate) async fn sleep_until(&self, reading: Reading, deadline: u64) {
         match &self.manual {
-            Some(manual) => {
-                ManualSleep {
-                    clock: manual.clone(),
-                    deadline,
-                    counted: false,
-                    key: None,
-                }
-                .await
-            }
+            Some(manual) => manual.sleep_until(deadline).await,
             None => {
                 if let Some(left) = self.left_until(reading, deadline) {
                     crate::timer::sleep(left).await;
@@ -630,15 +425,11 @@ impl Clock {
     }
 }
 
-impl fmt::Debug for ManualClock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("ManualClock").field(&self.now()).finish()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::Future;
+    use std::task::{Context, Waker};
 
     #[test]
     fn the_system_clock_reads_what_duration_since_measures() {
